@@ -1,0 +1,42 @@
+/**
+ * fastify-triton-shm: Triton's System Shared Memory API for Fastify.
+ *
+ * The outer plugin (not encapsulated) builds the registry and decorates the host instance with it,
+ * so every plugin of the app can lease regions; the routes live in an encapsulated child under
+ * the configured prefix.
+ */
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import type { FastifyTritonShmOptions, SystemSharedMemoryRegistry } from '../types'
+import { checkOptions, DEFAULT_DECORATOR } from './options'
+import { Registry } from './registry'
+import { routes } from './routes'
+
+const plugin: FastifyPluginAsync<FastifyTritonShmOptions> = async (app, options) => {
+  const { prefix, decorator = DEFAULT_DECORATOR, allowClientShm = true, restrictedApi, ...registryOptions } =
+    checkOptions(options)
+  const registry = new Registry({ ...registryOptions, logger: app.log })
+  app.decorate(decorator, registry)
+  app.addHook('onClose', async () => registry.close())
+  await app.register(routes, { prefix, registry, allowClientShm, restrictedApi })
+}
+
+const fastifyTritonShm = fp(plugin, { fastify: '5.x', name: 'fastify-triton-shm' })
+
+export default fastifyTritonShm
+export { fastifyTritonShm }
+export { Registry, DEFAULT_LIMITS } from './registry'
+export { DEFAULT_RESERVED_KEY_PREFIXES } from './key-policy'
+export { SharedMemoryError } from './errors'
+export { PosixShmError, createObject, mapObject, unlinkObject, unmapObject } from './posix-shm'
+export type * from '../types'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The system shared memory registry (decorator name configurable with the `decorator` option). */
+    systemSharedMemory: SystemSharedMemoryRegistry
+  }
+}
+
+// CommonJS callers get the plugin itself from require(), with every named export on it.
+module.exports = Object.assign(fastifyTritonShm, module.exports)

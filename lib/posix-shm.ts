@@ -1,0 +1,83 @@
+/**
+ * The typed face of the native addon (lib/native/shm.c): POSIX shared memory objects mapped into
+ * this process. Used by the registry (server side) and by clients that create regions.
+ */
+import path from 'node:path'
+import { getSystemErrorName } from 'node:util'
+
+interface Addon {
+  map(key: string, offset: number, byteSize: number): ArrayBuffer
+  unmap(buffer: ArrayBuffer): boolean
+  create(key: string, byteSize: number): void
+  unlink(key: string): void
+}
+
+/** What went wrong, as a code: an errno name (`ENOENT`, `EACCES`, ...) or one of the checks below. */
+export type PosixShmErrorCode =
+  | 'ERR_SHM_NOT_REGULAR' // the key names something other than a regular shared memory object
+  | 'ERR_SHM_OUT_OF_BOUNDS' // byte size 0, or the range does not fit in the object
+  | 'ERR_INVALID_ARG'
+  | string
+
+export class PosixShmError extends Error {
+  readonly code: PosixShmErrorCode
+  /** The failed system call, when one failed. */
+  readonly syscall?: string
+
+  constructor (code: PosixShmErrorCode, syscall?: string) {
+    super(syscall === undefined ? code : `${syscall} failed: ${code}`)
+    this.name = 'PosixShmError'
+    this.code = code
+    this.syscall = syscall
+  }
+}
+
+// The package root holds binding.gyp, both from lib/ (sources) and from dist/lib/ (compiled).
+const packageRoot = path.resolve(__dirname, __dirname.includes(`${path.sep}dist${path.sep}`) ? '../..' : '..')
+// node-gyp-build finds a prebuilt binary for this platform, or the one node-gyp built at install.
+const addon = (require('node-gyp-build') as (root: string) => Addon)(packageRoot)
+
+interface NativeError { code?: string, syscall?: string, errno?: number }
+
+function typed (error: unknown): PosixShmError {
+  const native = error as NativeError
+  if (native.syscall !== undefined && native.errno !== undefined) {
+    return new PosixShmError(getSystemErrorName(-native.errno), native.syscall)
+  }
+  return new PosixShmError(native.code ?? 'ERR_INVALID_ARG')
+}
+
+function call<T> (operation: () => T): T {
+  try {
+    return operation()
+  } catch (error) {
+    throw typed(error)
+  }
+}
+
+/**
+ * Maps `[offset, offset + byteSize)` of the existing object `key`, read-write and shared. The
+ * object must exist (it is never created here) and be large enough. The returned ArrayBuffer is
+ * exactly that range; the file descriptor is already closed.
+ */
+export function mapObject (key: string, offset: number, byteSize: number): ArrayBuffer {
+  return call(() => addon.map(key, offset, byteSize))
+}
+
+/**
+ * Unmaps a buffer returned by `mapObject`. The buffer is detached first, so every view over it
+ * reads as length 0 from now on. Returns false if it was unmapped already.
+ */
+export function unmapObject (buffer: ArrayBuffer): boolean {
+  return call(() => addon.unmap(buffer))
+}
+
+/** Creates a new object of `byteSize` zero bytes, readable and writable by this user only. */
+export function createObject (key: string, byteSize: number): void {
+  call(() => addon.create(key, byteSize))
+}
+
+/** Removes the object's name; processes that mapped it keep their mapping. */
+export function unlinkObject (key: string): void {
+  call(() => addon.unlink(key))
+}

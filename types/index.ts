@@ -1,0 +1,110 @@
+/**
+ * The public contract of fastify-triton-shm: the wire shapes of the published API, the plugin's
+ * options, and the registry that the plugin decorates the Fastify instance with.
+ */
+
+/** One registered region as the status routes list it (the seed's `SharedMemoryRegion`). */
+export interface SharedMemoryRegionStatus {
+  name: string
+  /** The key exactly as the client registered it, leading slashes kept. */
+  key: string
+  offset: number
+  byte_size: number
+}
+
+/** Body of every error response (the seed's `ErrorResponse`). */
+export interface ErrorResponse {
+  error: string
+}
+
+/** Body of `POST .../region/<name>/register`. */
+export interface RegisterRequestBody {
+  key: string
+  offset?: number
+  byte_size: number
+}
+
+/** What a region is registered from, in the registry's (camelCase) terms. */
+export interface RegionSource {
+  /** POSIX shared memory object name, as given to `shm_open` (e.g. `/input_simple`). */
+  key: string
+  /** Where the region starts inside the object, in bytes. Any offset works. Default 0. */
+  offset?: number
+  /** Length of the region in bytes; at least 1. */
+  byteSize: number
+}
+
+/**
+ * A hold on part of a region for one use (typically one inference request). While any lease is
+ * live the region stays mapped, even if it is unregistered meanwhile.
+ */
+export interface Lease {
+  /** Zero-copy view of the leased bytes; writes go straight to the client's shared memory. */
+  readonly buffer: Uint8Array
+  readonly regionName: string
+  /** Offset of the view inside the registered region. */
+  readonly offset: number
+  readonly byteSize: number
+  /** Ends the lease. Calling it again does nothing. */
+  release(): void
+}
+
+/** Decides whether a key may be registered: a pattern it must match, or a predicate. */
+export type KeyRule = RegExp | ((key: string) => boolean)
+
+export interface Limits {
+  /** Most regions registered at once (default 1024). */
+  maxRegions?: number
+  /** Largest `byte_size` of one region, in bytes (default 16 GiB). */
+  maxRegionBytes?: number
+  /** Most bytes mapped over all regions, including those waiting for deferred unregister (default 64 GiB). */
+  maxTotalBytes?: number
+}
+
+/** The registry's own options, for use without HTTP. */
+export interface RegistryOptions {
+  /** Only keys this rule accepts can be registered (the built-in key checks run first). */
+  allowKey?: KeyRule
+  /** Key prefixes that may never be registered, added to the built-in reserved prefix. */
+  reservedKeyPrefixes?: string[]
+  limits?: Limits
+  /** Receives register/unregister at info and rejections at debug; defaults to silence. */
+  logger?: RegistryLogger
+}
+
+/** The subset of a pino / Fastify logger the registry writes to. */
+export interface RegistryLogger {
+  info(object: object, message: string): void
+  debug(object: object, message: string): void
+}
+
+export interface FastifyTritonShmOptions extends Omit<RegistryOptions, 'logger'> {
+  /** Prefix of every route, e.g. `/triton`. Default: none. */
+  prefix?: string
+  /** Name of the decorator on the Fastify instance. Default `systemSharedMemory`. */
+  decorator?: string
+  /** When false, registering a region answers 501 (status and unregister still work). Default true. */
+  allowClientShm?: boolean
+  /** Serve the whole API only to requests that carry this header with this value (else 403). */
+  restrictedApi?: { header: string, value: string }
+}
+
+/** The registry: every registered region of one Fastify instance. */
+export interface SystemSharedMemoryRegistry {
+  /** Maps the region and adds it under `name`. Throws a `SharedMemoryError` on any failure. */
+  register(name: string, source: RegionSource): void
+  /** Removes the region now, or once its last lease ends. Unknown names are ignored. */
+  unregister(name: string): void
+  /** `unregister` for every region. */
+  unregisterAll(): void
+  /** Status of every region sorted by name, or of the named one (throws 404 if unknown). */
+  status(name?: string): SharedMemoryRegionStatus[]
+  has(name: string): boolean
+  /**
+   * Leases `[offset, offset + byteSize)` of a region (offset relative to the registration), with
+   * Triton's checks and messages. Values may be numbers (even inexact ones above 2^53) or bigints.
+   */
+  acquire(name: string, offset: number | bigint, byteSize: number | bigint): Lease
+  /** Unmaps every region at once, leased or not; views over them read as empty afterwards. */
+  close(): void
+}
