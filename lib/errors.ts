@@ -32,8 +32,8 @@ export const invalidField = (field: string, expected: string) =>
 export const invalidBody = (reason: string) =>
   badRequest(`Shared memory register request is invalid: ${reason}`)
 
-export const missingRegionName = () =>
-  badRequest("'region name' is necessary to register system shared memory region")
+export const missingRegionName = (memory: 'system' | 'cuda' = 'system') =>
+  badRequest(`'region name' is necessary to register ${memory} shared memory region`)
 
 export const invalidKey = (name: string, key: string) =>
   badRequest(`cannot register shared memory region '${name}' - invalid shm key '${key}'`)
@@ -100,3 +100,61 @@ export const restrictedApi = (header: string) =>
 export const methodNotAllowed = () => new SharedMemoryError(405, 'Method Not Allowed')
 
 export const routeNotFound = () => new SharedMemoryError(404, 'Not Found')
+
+// Inference requests (KServe V2, SPEC section 4)
+
+const tensorFields = (fields: string[]) => fields.map((field) => `'${field}'`).join(' ')
+
+export const inputSourceCount = (setFields: string[]) =>
+  badRequest("Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', " +
+    `'shared_memory_region' in 'parameters'. But ${setFields.length === 0 ? 'no field is set' : `set ${tensorFields(setFields)}`}`)
+
+export const inputByteSizeMismatch = (input: string, model: string, expected: number, received: number) =>
+  badRequest(`input byte size mismatch for input '${input}' for model '${model}'. Expected ${expected}, got ${received}`)
+
+export const inputElementCountMismatch = (input: string, model: string, expected: number, received: number) =>
+  badRequest(`unexpected number of elements in 'data' for input '${input}' for model '${model}'. ` +
+    `Expected ${expected}, got ${received}`)
+
+export const invalidInputData = (input: string, datatype: string, expected: string) =>
+  badRequest(`'data' of input '${input}' holds a value that is not ${expected}, as ${datatype} requires`)
+
+export const datatypeNotJson = (input: string, datatype: string) =>
+  badRequest(`input '${input}' has datatype ${datatype}, which cannot be sent as JSON 'data': ` +
+    'use the binary data extension or shared memory')
+
+export const outputBinaryAndSharedMemory = () =>
+  badRequest("Output can't set both 'shared_memory_region' and 'binary_data'")
+
+export const outputTooSmall = (output: string, byteSize: number, required: number) =>
+  badRequest(`shared memory size specified with the request for output '${output}' (${byteSize} bytes) ` +
+    `should be at least ${required} bytes to hold the results`)
+
+export const missingSharedMemoryByteSize = (tensor: string) =>
+  badRequest(`'shared_memory_byte_size' must be set with 'shared_memory_region' for tensor '${tensor}'`)
+
+export const invalidTensorParameter = (tensor: string, parameter: string, expected: string) =>
+  badRequest(`parameter '${parameter}' of tensor '${tensor}' must be ${expected}`)
+
+export const inputCountMismatch = (model: string, expected: number, received: number) =>
+  badRequest(`expected ${expected} inputs but got ${received} inputs for model '${model}'`)
+
+export const unexpectedInput = (input: string, model: string) =>
+  badRequest(`unexpected inference input '${input}' for model '${model}'`)
+
+export const unexpectedOutput = (output: string, model: string) =>
+  badRequest(`unexpected inference output '${output}' for model '${model}'`)
+
+export const inputDatatypeMismatch = (received: string, expected: string, model: string) =>
+  badRequest(`inference input data-type is '${received}', model expects '${expected}' for '${model}'`)
+
+export const inputShapeMismatch = (input: string, model: string, expected: number[], received: number[]) =>
+  badRequest(`unexpected shape for input '${input}' for model '${model}'. ` +
+    `Expected [${expected.join(',')}], got [${received.join(',')}]`)
+
+export const malformedBytesTensor = (tensor: string) =>
+  badRequest(`BYTES data of tensor '${tensor}' is malformed: each element must be a 4-byte little-endian length ` +
+    'followed by that many bytes, filling the tensor exactly')
+
+export const invalidInferRequest = (reason: string) =>
+  badRequest(`Unable to parse inference request: ${reason}`)

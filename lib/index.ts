@@ -29,6 +29,8 @@ export { Registry, DEFAULT_LIMITS } from './registry'
 export { DEFAULT_RESERVED_KEY_PREFIXES } from './key-policy'
 export { SharedMemoryError } from './errors'
 export { PosixShmError, createObject, mapObject, unlinkObject, unmapObject } from './posix-shm'
+export * from './kserve'
+export { KServeClient, ServerError, SharedMemoryObject, type ClientOptions } from './client'
 export type * from '../types'
 
 declare module 'fastify' {

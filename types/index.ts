@@ -108,3 +108,5 @@ export interface SystemSharedMemoryRegistry {
   /** Unmaps every region at once, leased or not; views over them read as empty afterwards. */
   close(): void
 }
+
+export type * from './kserve'

@@ -1,0 +1,70 @@
+/**
+ * The example's models: the same signatures as Triton's example models of those names, so
+ * Triton's own example clients and perf_analyzer can run against this server.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { InferRequest, ModelSignature } from '../lib/index'
+
+export interface Model {
+  signature: ModelSignature
+  /** Reads the inputs, fills the outputs. */
+  execute(infer: InferRequest): void
+}
+
+const pair = (datatype: ModelSignature['inputs'][number]['datatype'], shape: number[], prefix: string) =>
+  [0, 1].map((index) => ({ name: `${prefix}${index}`, datatype, shape }))
+
+/** INT32 INPUT0, INPUT1 of shape [-1, 16] -> OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1. */
+const simple: Model = {
+  signature: { name: 'simple', versions: ['1'], platform: 'node', inputs: pair('INT32', [-1, 16], 'INPUT'), outputs: pair('INT32', [-1, 16], 'OUTPUT') },
+  execute (infer) {
+    const { data: a, shape } = infer.input<Int32Array>('INPUT0')
+    const { data: b } = infer.input<Int32Array>('INPUT1')
+    const sum = infer.output<Int32Array>('OUTPUT0', shape)
+    const difference = infer.output<Int32Array>('OUTPUT1', shape)
+    for (let index = 0; index < a.length; index++) {
+      sum[index] = a[index] + b[index]
+      difference[index] = a[index] - b[index]
+    }
+  }
+}
+
+/** As `simple`, with BYTES tensors holding decimal integers as strings. */
+const simpleString: Model = {
+  signature: { name: 'simple_string', versions: ['1'], platform: 'node', inputs: pair('BYTES', [-1, 16], 'INPUT'), outputs: pair('BYTES', [-1, 16], 'OUTPUT') },
+  execute (infer) {
+    const { data: a, shape } = infer.input<Buffer[]>('INPUT0')
+    const { data: b } = infer.input<Buffer[]>('INPUT1')
+    const sum = infer.output<Buffer[]>('OUTPUT0', shape)
+    const difference = infer.output<Buffer[]>('OUTPUT1', shape)
+    for (let index = 0; index < a.length; index++) {
+      const left = Number.parseInt(a[index].toString(), 10)
+      const right = Number.parseInt(b[index].toString(), 10)
+      sum[index] = Buffer.from(String(left + right))
+      difference[index] = Buffer.from(String(left - right))
+    }
+  }
+}
+
+/** FP32 vectors of any length -> their sum and difference: the benchmarks' model. */
+const addSubFp32: Model = {
+  signature: { name: 'add_sub_fp32', versions: ['1'], platform: 'node', inputs: pair('FP32', [-1], 'INPUT'), outputs: pair('FP32', [-1], 'OUTPUT') },
+  execute (infer) {
+    const { data: a, shape } = infer.input<Float32Array>('INPUT0')
+    const { data: b } = infer.input<Float32Array>('INPUT1')
+    const sum = infer.output<Float32Array>('OUTPUT0', shape)
+    const difference = infer.output<Float32Array>('OUTPUT1', shape)
+    for (let index = 0; index < a.length; index++) {
+      sum[index] = a[index] + b[index]
+      difference[index] = a[index] - b[index]
+    }
+  }
+}
+
+export const models = new Map([simple, simpleString, addSubFp32].map((model) => [model.signature.name, model]))
+
+/** Runs a model, first waiting `delayMs` (to show that regions in use outlive their unregister). */
+export async function run (model: Model, infer: InferRequest, delayMs: number): Promise<void> {
+  if (delayMs > 0) await sleep(delayMs)
+  model.execute(infer)
+}

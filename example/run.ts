@@ -1,0 +1,61 @@
+/**
+ * `npm run example`: starts the example service on a free port, runs the example client against it
+ * over real HTTP, prints what happened, shuts the service down, and exits 0 only if every result
+ * was checked correct.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import path from 'node:path'
+import { createInterface } from 'node:readline'
+import { runClient } from './client'
+
+const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/
+
+interface LogLine { msg?: string, region?: string, key?: string, byteSize?: number }
+
+function describe ({ msg, region, key, byteSize }: LogLine): string {
+  const details = [region && `region=${region}`, key && `key=${key}`, byteSize && `bytes=${byteSize}`].filter(Boolean)
+  return `  [server] ${msg}${details.length > 0 ? ` (${details.join(', ')})` : ''}`
+}
+
+/** Starts the service and resolves with its address once it listens; echoes its log lines. */
+function startServer (): Promise<{ server: ChildProcess, address: string }> {
+  const server = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'server.ts')], {
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0' },
+    stdio: ['ignore', 'pipe', 'inherit']
+  })
+  return new Promise((resolve, reject) => {
+    server.once('exit', (code) => reject(new Error(`the service exited with code ${code} before listening`)))
+    createInterface({ input: server.stdout! }).on('line', (line) => {
+      const log = JSON.parse(line) as LogLine
+      const listening = LISTENING.exec(log.msg ?? '')
+      if (listening !== null) resolve({ server, address: listening[1] })
+      // The shared memory registry's own lines; per-request access logs would drown them.
+      if (log.region !== undefined) console.log(describe(log))
+    })
+  })
+}
+
+async function main (): Promise<boolean> {
+  const started = process.hrtime.bigint()
+  const { server, address } = await startServer()
+  try {
+    console.log(`service listening at ${address}\n`)
+    const { ok } = await runClient(address, { log: (line) => console.log(line) })
+    return ok
+  } finally {
+    server.removeAllListeners('exit')
+    const exited = once(server, 'exit')
+    server.kill('SIGTERM')
+    await exited
+    console.log(`\nservice stopped; ${(Number(process.hrtime.bigint() - started) / 1e9).toFixed(2)} s in all`)
+  }
+}
+
+main().then((ok) => {
+  console.log(ok ? 'PASS: every result checked correct' : 'FAIL: some results were wrong')
+  process.exitCode = ok ? 0 : 1
+}, (error) => {
+  console.error(error)
+  process.exitCode = 1
+})

@@ -1,0 +1,115 @@
+/**
+ * A small client for a server with this API (or Triton itself): creates and maps shared memory
+ * regions on this side, registers them over HTTP and sends inference requests that point at them.
+ */
+import type { ErrorResponse, InferRequestWire, InferResponseWire, SharedMemoryRegionStatus } from '../types'
+import { createObject, mapObject, unlinkObject, unmapObject } from './posix-shm'
+
+/** A POSIX shared memory object this process created (or opened) and mapped. */
+export class SharedMemoryObject {
+  /** The mapped bytes; length 0 once closed. */
+  readonly bytes: Uint8Array
+  readonly #mapping: ArrayBuffer
+
+  private constructor (readonly key: string, readonly byteSize: number) {
+    this.#mapping = mapObject(key, 0, byteSize)
+    this.bytes = new Uint8Array(this.#mapping)
+  }
+
+  /** Creates a new object of `byteSize` zero bytes (mode 0600) and maps it. */
+  static create (key: string, byteSize: number): SharedMemoryObject {
+    createObject(key, byteSize)
+    try {
+      return new SharedMemoryObject(key, byteSize)
+    } catch (error) {
+      unlinkObject(key)
+      throw error
+    }
+  }
+
+  /** Maps the first `byteSize` bytes of an existing object. */
+  static open (key: string, byteSize: number): SharedMemoryObject {
+    return new SharedMemoryObject(key, byteSize)
+  }
+
+  /** Unmaps; views over `bytes` read as empty afterwards. */
+  close (): void {
+    unmapObject(this.#mapping)
+  }
+
+  /** Unmaps and removes the object's name. */
+  destroy (): void {
+    this.close()
+    unlinkObject(this.key)
+  }
+}
+
+/** An error answered by the server, with its status and `{"error"}` message. */
+export class ServerError extends Error {
+  constructor (readonly statusCode: number, message: string) {
+    super(message)
+    this.name = 'ServerError'
+  }
+}
+
+export interface ClientOptions {
+  /** Headers sent with every request (e.g. the restricted API header). */
+  headers?: Record<string, string>
+}
+
+const SYSTEM = '/v2/systemsharedmemory'
+const CUDA = '/v2/cudasharedmemory'
+
+export class KServeClient {
+  readonly #baseUrl: string
+  readonly #headers: Record<string, string>
+
+  /** `baseUrl`: where the server listens, with any route prefix (e.g. `http://127.0.0.1:8000`). */
+  constructor (baseUrl: string, options: ClientOptions = {}) {
+    this.#baseUrl = baseUrl.replace(/\/+$/, '')
+    this.#headers = options.headers ?? {}
+  }
+
+  async #call (method: 'GET' | 'POST', path: string, body?: unknown): Promise<string> {
+    const response = await fetch(this.#baseUrl + path, {
+      method,
+      headers: this.#headers,
+      body: body === undefined ? undefined : JSON.stringify(body)
+    })
+    const text = await response.text()
+    if (!response.ok) {
+      const { error } = JSON.parse(text || '{}') as Partial<ErrorResponse>
+      throw new ServerError(response.status, error ?? response.statusText)
+    }
+    return text
+  }
+
+  async #json<T> (method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+    return JSON.parse(await this.#call(method, path, body)) as T
+  }
+
+  /** Status of every system shared memory region, or of the named one. */
+  systemSharedMemoryStatus (name?: string): Promise<SharedMemoryRegionStatus[]> {
+    const path = name === undefined ? `${SYSTEM}/status` : `${SYSTEM}/region/${encodeURIComponent(name)}/status`
+    return this.#json('GET', path)
+  }
+
+  async registerSystemSharedMemory (name: string, key: string, byteSize: number, offset = 0): Promise<void> {
+    await this.#call('POST', `${SYSTEM}/region/${encodeURIComponent(name)}/register`, { key, offset, byte_size: byteSize })
+  }
+
+  /** Unregisters the named region, or every region when no name is given. */
+  async unregisterSystemSharedMemory (name?: string): Promise<void> {
+    await this.#call('POST', name === undefined ? `${SYSTEM}/unregister` : `${SYSTEM}/region/${encodeURIComponent(name)}/unregister`)
+  }
+
+  /** Unregisters every CUDA shared memory region, as Triton's clients do before they start. */
+  async unregisterCudaSharedMemory (): Promise<void> {
+    await this.#call('POST', `${CUDA}/unregister`)
+  }
+
+  /** Sends a JSON infer request (inputs and outputs may point at registered regions). */
+  infer (model: string, request: InferRequestWire): Promise<InferResponseWire> {
+    return this.#json('POST', `/v2/models/${encodeURIComponent(model)}/infer`, request)
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * KServe datatypes: element sizes, the typed array that holds each one, and conversions between
+ * raw little-endian bytes, JSON values and typed arrays.
+ */
+import type { Datatype, TensorData } from '../../types/kserve'
+import * as errors from '../errors'
+
+type TypedArray = Exclude<TensorData, Buffer[]>
+type TypedArrayConstructor = {
+  new (length: number): TypedArray
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): TypedArray
+  readonly BYTES_PER_ELEMENT: number
+}
+
+interface FixedSize {
+  /** Bytes per element on the wire. */
+  elementBytes: number
+  array: TypedArrayConstructor
+  /** What a JSON element must be, or undefined where JSON cannot carry the type. */
+  json?: 'number' | 'boolean' | 'bigint'
+}
+
+const FIXED_SIZE: Record<Exclude<Datatype, 'BYTES'>, FixedSize> = {
+  BOOL: { elementBytes: 1, array: Uint8Array, json: 'boolean' },
+  UINT8: { elementBytes: 1, array: Uint8Array, json: 'number' },
+  UINT16: { elementBytes: 2, array: Uint16Array, json: 'number' },
+  UINT32: { elementBytes: 4, array: Uint32Array, json: 'number' },
+  UINT64: { elementBytes: 8, array: BigUint64Array, json: 'bigint' },
+  INT8: { elementBytes: 1, array: Int8Array, json: 'number' },
+  INT16: { elementBytes: 2, array: Int16Array, json: 'number' },
+  INT32: { elementBytes: 4, array: Int32Array, json: 'number' },
+  INT64: { elementBytes: 8, array: BigInt64Array, json: 'bigint' },
+  FP16: { elementBytes: 2, array: Uint8Array },
+  BF16: { elementBytes: 2, array: Uint8Array },
+  FP32: { elementBytes: 4, array: Float32Array, json: 'number' },
+  FP64: { elementBytes: 8, array: Float64Array, json: 'number' }
+}
+
+export const DATATYPES = [...Object.keys(FIXED_SIZE), 'BYTES'] as Datatype[]
+
+export const isDatatype = (value: unknown): value is Datatype => DATATYPES.includes(value as Datatype)
+
+/** Bytes of one element, or undefined for BYTES, whose elements vary in size. */
+export const elementBytes = (datatype: Datatype): number | undefined =>
+  datatype === 'BYTES' ? undefined : FIXED_SIZE[datatype].elementBytes
+
+export const elementCount = (shape: number[]): number => shape.reduce((count, dim) => count * dim, 1)
+
+/**
+ * The elements held by `bytes` as the datatype's typed array. Zero-copy where the bytes are
+ * aligned to the element size (the typed array shares their memory, shared memory included);
+ * copied otherwise, as typed arrays cannot start at an unaligned offset.
+ */
+export function typedArrayOver (datatype: Exclude<Datatype, 'BYTES'>, bytes: Uint8Array): TypedArray {
+  const Array = FIXED_SIZE[datatype].array
+  const length = bytes.byteLength / Array.BYTES_PER_ELEMENT
+  if (bytes.byteOffset % Array.BYTES_PER_ELEMENT === 0) return new Array(bytes.buffer, bytes.byteOffset, length)
+  return new Array(bytes.slice().buffer, 0, length)
+}
+
+/** A new zero-filled typed array for `count` elements. */
+export function newTypedArray (datatype: Exclude<Datatype, 'BYTES'>, count: number): TypedArray {
+  const { array: Array, elementBytes } = FIXED_SIZE[datatype]
+  return new Array(count * elementBytes / Array.BYTES_PER_ELEMENT)
+}
+
+/** The raw bytes of a typed array (no copy). */
+export const bytesOf = (data: TypedArray): Uint8Array => new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+
+/** Elements from a JSON `data` array (already flattened), checked one by one. */
+export function typedArrayFromJson (input: string, datatype: Exclude<Datatype, 'BYTES'>, values: unknown[]): TypedArray {
+  const { json } = FIXED_SIZE[datatype]
+  if (json === undefined) throw errors.datatypeNotJson(input, datatype)
+  const data = newTypedArray(datatype, values.length)
+  const expected = json === 'boolean' ? 'a boolean' : 'a number'
+  for (let index = 0; index < values.length; index++) {
+    const value = values[index]
+    if (typeof value !== (json === 'boolean' ? 'boolean' : 'number')) throw errors.invalidInputData(input, datatype, expected)
+    if (json === 'bigint') {
+      if (!Number.isInteger(value)) throw errors.invalidInputData(input, datatype, 'an integer')
+      data[index] = BigInt(value as number)
+    } else {
+      data[index] = Number(value)
+    }
+  }
+  return data
+}
+
+/** False for FP16 and BF16, which JSON numbers cannot carry: they travel as binary data only. */
+export const hasJsonForm = (datatype: Datatype): boolean =>
+  datatype === 'BYTES' || FIXED_SIZE[datatype].json !== undefined
+
+/** JSON text of a typed array's elements: exact for 64-bit integers, null for non-finite floats.
+ * Only for datatypes that `hasJsonForm`. */
+export function jsonOfTypedArray (datatype: Exclude<Datatype, 'BYTES'>, data: TypedArray): string {
+  if (datatype === 'BOOL') return `[${Array.from(data as Uint8Array, (value) => value !== 0).join(',')}]`
+  if (FIXED_SIZE[datatype].json === 'bigint') return `[${data.join(',')}]`
+  return JSON.stringify(Array.from(data as Float64Array))
+}

@@ -1,0 +1,113 @@
+/**
+ * One inference request, read for a model: its inputs as tensors, storage for its outputs, and the
+ * response. Shared memory it uses is leased until the response is finished or the client goes away.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Lease, SystemSharedMemoryRegistry } from '../../types'
+import type { InferRequestWire, ModelSignature, Tensor, TensorData, TensorSpec } from '../../types/kserve'
+import * as errors from '../errors'
+import { HEADER_LENGTH_HEADER, InferBody } from './infer-body'
+import { checkInferRequest } from './infer-wire'
+import { BinaryCursor, readInput } from './input-tensors'
+import { encodeResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput } from './output-tensors'
+
+export interface ReadInferRequestOptions {
+  /** The registry that resolves `shared_memory_region` parameters (`app.systemSharedMemory`). */
+  registry: SystemSharedMemoryRegistry
+  /** The model the request is for; inputs and outputs are checked against it. */
+  model: ModelSignature
+}
+
+const sameShape = (spec: number[], shape: number[]) =>
+  spec.length === shape.length && spec.every((dim, index) => dim === -1 || dim === shape[index])
+
+function specOfInput (model: ModelSignature, name: string, datatype: string, shape: number[]): TensorSpec {
+  const spec = model.inputs.find((input) => input.name === name)
+  if (spec === undefined) throw errors.unexpectedInput(name, model.name)
+  if (datatype !== spec.datatype) throw errors.inputDatatypeMismatch(datatype, spec.datatype, model.name)
+  if (!sameShape(spec.shape, shape)) throw errors.inputShapeMismatch(name, model.name, spec.shape, shape)
+  return spec
+}
+
+export class InferRequest {
+  readonly id?: string
+  readonly model: ModelSignature
+  /** The request's inputs, in the order sent. */
+  readonly inputs: Tensor[]
+  readonly #plans: Map<string, OutputPlan>
+  readonly #produced = new Map<string, ProducedOutput>()
+  readonly #leases: Lease[] = []
+
+  constructor (body: InferRequestWire, binary: Buffer, { registry, model }: ReadInferRequestOptions) {
+    this.id = body.id
+    this.model = model
+    const hold = (lease: Lease) => { this.#leases.push(lease) }
+    try {
+      if (body.inputs.length !== model.inputs.length) {
+        throw errors.inputCountMismatch(model.name, model.inputs.length, body.inputs.length)
+      }
+      const cursor = new BinaryCursor(binary)
+      this.inputs = body.inputs.map((input) => readInput(input,
+        specOfInput(model, input.name, input.datatype, input.shape), { model: model.name, registry, binary: cursor, hold }))
+      cursor.finish()
+      this.#plans = planOutputs(body, model, registry, hold)
+    } catch (error) {
+      this.release()
+      throw error
+    }
+  }
+
+  /** The input named `name` (the model's signature guarantees it was sent). */
+  input<Data extends TensorData = TensorData> (name: string): Tensor<Data> {
+    const tensor = this.inputs.find((input) => input.name === name)
+    if (tensor === undefined) throw new Error(`model '${this.model.name}' has no input '${name}'`)
+    return tensor as Tensor<Data>
+  }
+
+  /**
+   * Storage for output `name` of `shape`, for the model to fill: a view straight into the client's
+   * shared memory when the request put the output there, a new array otherwise. BYTES outputs are
+   * an array of Buffers, one per element.
+   */
+  output<Data extends TensorData = TensorData> (name: string, shape: number[]): Data {
+    const spec = this.model.outputs.find((output) => output.name === name)
+    if (spec === undefined) throw new Error(`model '${this.model.name}' has no output '${name}'`)
+    const data = outputStorage(spec, shape, this.#plans.get(name))
+    this.#produced.set(name, { spec, shape, data })
+    return data as Data
+  }
+
+  /** The response body for the outputs the request asked for; sets the reply's headers. */
+  respond (reply: FastifyReply): string | Buffer {
+    const { header, binary } = encodeResponse({ model_name: this.model.name, id: this.id }, this.#plans, this.#produced)
+    if (binary.length === 0) {
+      reply.type('application/json')
+      return header
+    }
+    const headerBytes = Buffer.from(header)
+    reply.type('application/octet-stream').header(HEADER_LENGTH_HEADER, headerBytes.length)
+    return Buffer.concat([headerBytes, ...binary])
+  }
+
+  /** Ends every lease of this request. Called when its response is finished or aborted. */
+  release (): void {
+    for (const lease of this.#leases.splice(0)) lease.release()
+  }
+}
+
+function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: Buffer } {
+  if (request.body instanceof InferBody) return request.body
+  return { header: request.body as InferRequestWire, binary: Buffer.alloc(0) }
+}
+
+/**
+ * Reads the infer request of `request` for `options.model`. Every lease it takes is released when
+ * the reply is finished or the connection closes, so a handler cannot forget one.
+ */
+export function readInferRequest (request: FastifyRequest, reply: FastifyReply, options: ReadInferRequestOptions): InferRequest {
+  const { header, binary } = bodyOf(request)
+  const infer = new InferRequest(checkInferRequest(header), binary, options)
+  reply.raw.once('close', () => infer.release())
+  if (reply.raw.destroyed) infer.release()
+  return infer
+}

@@ -1,0 +1,43 @@
+/** Requests to the plugin's routes and checks of their answers, shared by the HTTP tests. */
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import type { Test } from 'tap'
+import { registerBody, SYSTEM } from './app'
+
+/** POSTs a register request as Triton's clients do: a JSON body with no Content-Type. */
+export function register (app: FastifyInstance, name: string, key: string, byteSize: number, offset = 0,
+  base = SYSTEM): Promise<LightMyRequestResponse> {
+  return app.inject({
+    method: 'POST',
+    url: `${base}/region/${encodeURIComponent(name)}/register`,
+    payload: registerBody(key, byteSize, offset)
+  })
+}
+
+/** POSTs any body (already serialized) to `<base>/region/<name>/register`, with no Content-Type. */
+export function registerRaw (app: FastifyInstance, name: string, payload: string | undefined,
+  base = SYSTEM): Promise<LightMyRequestResponse> {
+  return app.inject({ method: 'POST', url: `${base}/region/${encodeURIComponent(name)}/register`, payload })
+}
+
+/**
+ * Asserts an error answer: the status, `Content-Type: application/json`, and a body that is exactly
+ * `{"error": "<message>"}` (never Fastify's `{statusCode, code, error, message}`). Returns the message.
+ */
+export function assertError (t: Test, response: LightMyRequestResponse, statusCode: number,
+  message?: string | RegExp): string {
+  t.equal(response.statusCode, statusCode, `status ${statusCode}`)
+  t.match(response.headers['content-type'], /^application\/json/, 'JSON content type')
+  const body = JSON.parse(response.body) as Record<string, unknown>
+  t.same(Object.keys(body), ['error'], 'the body holds "error" and nothing else')
+  t.type(body.error, 'string', 'the error is a string')
+  if (typeof message === 'string') t.equal(body.error, message, 'error message')
+  else if (message !== undefined) t.match(body.error, message, 'error message')
+  return body.error as string
+}
+
+/** Asserts a register/unregister success: 200, `Content-Type: application/json`, empty body. */
+export function assertEmptySuccess (t: Test, response: LightMyRequestResponse): void {
+  t.equal(response.statusCode, 200, `200 (body: ${response.body})`)
+  t.equal(response.headers['content-type'], 'application/json', 'JSON content type')
+  t.equal(response.body, '', 'empty body')
+}

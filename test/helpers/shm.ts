@@ -1,0 +1,49 @@
+/**
+ * Real POSIX shared memory for tests: objects with names unique to this run, removed when the
+ * test ends, pass or fail.
+ */
+import { randomBytes } from 'node:crypto'
+import { readdirSync, readFileSync } from 'node:fs'
+import type { Test } from 'tap'
+import { createObject, unlinkObject } from '../../lib/posix-shm'
+
+export const PAGE_SIZE = 4096
+
+let sequence = 0
+
+/** A key no other test or run uses: `/fts_<pid>_<random>_<n>_<label>`. */
+export function uniqueKey (label = 'region'): string {
+  return `/fts_${process.pid}_${randomBytes(3).toString('hex')}_${sequence++}_${label}`
+}
+
+/** Unlinks `key` when the test ends; an object already gone is fine. */
+export function unlinkOnTeardown (t: Test, key: string): void {
+  t.teardown(() => {
+    try {
+      unlinkObject(key)
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'ENOENT') throw error
+    }
+  })
+}
+
+/** Creates an object of `byteSize` zero bytes, unlinked when the test ends. Returns its key. */
+export function makeObject (t: Test, byteSize: number, label?: string): string {
+  const key = uniqueKey(label)
+  createObject(key, byteSize)
+  unlinkOnTeardown(t, key)
+  return key
+}
+
+/** The object's file in the kernel's shm directory, to read or write it as another program would. */
+export const objectPath = (key: string) => `/dev/shm/${key.replace(/^\/+/, '')}`
+
+/** Lines of /proc/self/maps that map objects of the shm directory. */
+export const shmMappings = (): string[] =>
+  readFileSync('/proc/self/maps', 'utf8').split('\n').filter((line) => line.includes('/dev/shm/'))
+
+/** Lines of /proc/self/maps that map `key`. */
+export const mappingsOf = (key: string): string[] =>
+  shmMappings().filter((line) => line.endsWith(objectPath(key)) || line.endsWith(`${objectPath(key)} (deleted)`))
+
+export const openFdCount = (): number => readdirSync('/proc/self/fd').length
