@@ -1,0 +1,36 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { describe, expect, test } from 'tstyche'
+import {
+  type InferRequest, type ModelSignature, readInferRequest, type SystemSharedMemoryRegistry, type Tensor, type TensorData
+} from '../../lib/index'
+
+declare const request: FastifyRequest
+declare const reply: FastifyReply
+declare const registry: SystemSharedMemoryRegistry
+
+const model: ModelSignature = {
+  name: 'simple',
+  inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [-1, 16] }],
+  outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [-1, 16] }]
+}
+
+describe('KServe helpers', () => {
+  test('readInferRequest needs a registry and a model', () => {
+    expect(readInferRequest(request, reply, { registry, model })).type.toBe<InferRequest>()
+    expect(readInferRequest(request, reply, { model })).type.toRaiseError()
+  })
+
+  test('model signatures only take KServe datatypes', () => {
+    expect<ModelSignature['inputs'][number]>().type.not.toBeAssignableFrom({ name: 'x', datatype: 'FLOAT', shape: [1] })
+  })
+
+  test('tensors are typed by their data', () => {
+    const infer = readInferRequest(request, reply, { registry, model })
+    expect(infer.input<Int32Array>('INPUT0')).type.toBe<Tensor<Int32Array>>()
+    expect(infer.input('INPUT0').data).type.toBe<TensorData>()
+    expect(infer.output<Float32Array>('OUTPUT0', [1, 16])).type.toBe<Float32Array>()
+    expect(infer.output<Buffer[]>('OUTPUT0', [1, 16])).type.toBe<Buffer[]>()
+    expect(infer.output<string>('OUTPUT0', [1])).type.toRaiseError()
+    expect(infer.respond(reply)).type.toBe<string | Buffer>()
+  })
+})

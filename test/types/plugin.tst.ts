@@ -1,0 +1,84 @@
+import Fastify from 'fastify'
+import { describe, expect, test } from 'tstyche'
+import fastifyTritonShm, {
+  fastifyTritonShm as named, type FastifyTritonShmOptions, type Lease, Registry, SharedMemoryError,
+  type SharedMemoryRegionStatus, type SystemSharedMemoryRegistry
+} from '../../lib/index'
+
+const app = Fastify()
+
+describe('the plugin', () => {
+  test('is the default and a named export', () => {
+    expect(named).type.toBe(fastifyTritonShm)
+  })
+
+  test('takes every documented option', () => {
+    expect(app.register(fastifyTritonShm, {
+      prefix: '/triton',
+      decorator: 'shm',
+      allowClientShm: false,
+      restrictedApi: { header: 'x-api-key', value: 'secret' },
+      allowKey: /^\/ok_/,
+      reservedKeyPrefixes: ['private_'],
+      limits: { maxRegions: 1, maxRegionBytes: 2, maxTotalBytes: 3 }
+    })).type.not.toRaiseError()
+    expect(app.register(fastifyTritonShm, { allowKey: (key: string) => key.length < 10 })).type.not.toRaiseError()
+  })
+
+  test('refuses unknown options and wrong types', () => {
+    expect(app.register(fastifyTritonShm, { prefx: '/triton' })).type.toRaiseError()
+    expect(app.register(fastifyTritonShm, { allowClientShm: 'no' })).type.toRaiseError()
+    expect(app.register(fastifyTritonShm, { limits: { maxRegions: '8' } })).type.toRaiseError()
+    expect(app.register(fastifyTritonShm, { restrictedApi: { header: 'x-api-key' } })).type.toRaiseError()
+    expect(app.register(fastifyTritonShm, { allowKey: 'prefix' })).type.toRaiseError()
+  })
+
+  test('options are a named type', () => {
+    expect<FastifyTritonShmOptions>().type.toBeAssignableFrom({ prefix: '/triton' })
+  })
+})
+
+describe('the decorator', () => {
+  test('types app.systemSharedMemory as the registry', () => {
+    expect(app.systemSharedMemory).type.toBe<SystemSharedMemoryRegistry>()
+  })
+
+  test('the registry API', () => {
+    const registry = app.systemSharedMemory
+    expect(registry.register('name', { key: '/key', byteSize: 64 })).type.toBe<void>()
+    expect(registry.register('name', { key: '/key', offset: 8, byteSize: 64 })).type.toBe<void>()
+    expect(registry.register('name', { key: '/key' })).type.toRaiseError()
+    expect(registry.status()).type.toBe<SharedMemoryRegionStatus[]>()
+    expect(registry.status('name')).type.toBe<SharedMemoryRegionStatus[]>()
+    expect(registry.has('name')).type.toBe<boolean>()
+    expect(registry.acquire('name', 0, 64)).type.toBe<Lease>()
+    expect(registry.acquire('name', 0n, 64n)).type.toBe<Lease>()
+    expect(registry.acquire('name', '0', 64)).type.toRaiseError()
+  })
+
+  test('a lease', () => {
+    const lease = app.systemSharedMemory.acquire('name', 0, 64)
+    expect(lease.buffer).type.toBe<Uint8Array>()
+    expect(lease.release()).type.toBe<void>()
+    expect(lease).type.not.toHaveProperty('unmap')
+  })
+
+  test('a region status has the wire shape', () => {
+    expect<SharedMemoryRegionStatus>().type.toBe<{ name: string, key: string, offset: number, byte_size: number }>()
+  })
+})
+
+describe('the registry without HTTP', () => {
+  test('is a class implementing the registry', () => {
+    expect(new Registry()).type.toBeAssignableTo<SystemSharedMemoryRegistry>()
+    expect(new Registry({ limits: { maxRegions: 4 } })).type.toBeAssignableTo<SystemSharedMemoryRegistry>()
+    expect(new Registry({ limits: { maxRegion: 4 } })).type.toRaiseError()
+  })
+})
+
+describe('errors', () => {
+  test('carry an HTTP status', () => {
+    expect<SharedMemoryError['statusCode']>().type.toBe<number>()
+    expect<SharedMemoryError>().type.toBeAssignableTo<Error>()
+  })
+})
