@@ -33,18 +33,19 @@ export class PosixShmError extends Error {
 }
 
 // The package root holds binding.gyp, both from lib/ (sources) and from dist/lib/ (compiled).
-const packageRoot = path.resolve(__dirname, __dirname.includes(`${path.sep}dist${path.sep}`) ? '../..' : '..')
+// Only a trailing dist/lib counts: a checkout may itself sit inside a directory named dist.
+const packageRoot = path.dirname(__dirname.replace(/[\\/]dist(?=[\\/]lib$)/, ''))
 // node-gyp-build finds a prebuilt binary for this platform, or the one node-gyp built at install.
 const addon = (require('node-gyp-build') as (root: string) => Addon)(packageRoot)
 
-interface NativeError { code?: string, syscall?: string, errno?: number }
+/** What the addon throws: `syscall` and `errno` when a system call failed, else a `code` of its own. */
+type NativeError = { syscall: string, errno: number } | { code: string, syscall: undefined }
 
 function typed (error: unknown): PosixShmError {
   const native = error as NativeError
-  if (native.syscall !== undefined && native.errno !== undefined) {
-    return new PosixShmError(getSystemErrorName(-native.errno), native.syscall)
-  }
-  return new PosixShmError(native.code ?? 'ERR_INVALID_ARG')
+  return native.syscall === undefined
+    ? new PosixShmError(native.code)
+    : new PosixShmError(getSystemErrorName(-native.errno), native.syscall)
 }
 
 function call<T> (operation: () => T): T {

@@ -104,8 +104,10 @@ export class Registry implements SystemSharedMemoryRegistry {
   }
 
   #remove (region: Region): void {
-    // After close(), the name may hold a newer registration that this late release must not remove.
-    if (this.#regions.get(region.name) === region) this.#regions.delete(region.name)
+    // A lease released after close() finds its region closed already, and the name may hold a
+    // newer registration that this late release must neither remove nor log as unregistered.
+    if (this.#regions.get(region.name) !== region) return
+    this.#regions.delete(region.name)
     region.close()
     this.#log.info({ region: region.name, key: region.key, byteSize: region.byteSize },
       'unregistered system shared memory region')

@@ -71,14 +71,17 @@ static int get_args(napi_env env, napi_callback_info info, size_t expected, napi
 }
 
 /* Copies a key into `key`. Refuses keys that are too long or hold a NUL byte: C would cut them
- * short and open a different object than the one validated in JavaScript. */
+ * short and open a different object than the one validated in JavaScript. The full UTF-8 length
+ * is asked for first: a copy into a short buffer stops before a character that does not fit
+ * whole, so the copied length alone can look acceptable for a key that is too long. */
 static int get_key(napi_env env, napi_value value, char key[KEY_MAX + 2]) {
-  size_t length = 0;
-  if (napi_get_value_string_utf8(env, value, key, KEY_MAX + 2, &length) != napi_ok) {
+  size_t length = 0, copied = 0;
+  if (napi_get_value_string_utf8(env, value, NULL, 0, &length) != napi_ok) {
     throw_invalid(env, "key must be a string");
     return 0;
   }
-  if (length > KEY_MAX || strlen(key) != length) {
+  if (length > KEY_MAX || napi_get_value_string_utf8(env, value, key, KEY_MAX + 2, &copied) != napi_ok ||
+      copied != length || strlen(key) != length) {
     throw_invalid(env, "key is too long or holds a NUL byte");
     return 0;
   }
