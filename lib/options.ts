@@ -2,7 +2,7 @@
  * The plugin's options: checked once at registration, so a mistake fails `app.ready()` with a
  * message naming the option instead of misbehaving at the first request.
  */
-import Ajv from 'ajv'
+import Ajv, { type ErrorObject } from 'ajv'
 import type { FastifyTritonShmOptions } from '../types'
 import { MAX_SAFE_INTEGER } from './schemas'
 
@@ -55,19 +55,19 @@ ajv.addKeyword({
 })
 const validate = ajv.compile<FastifyTritonShmOptions>(optionsSchema)
 
-function describeError (): string {
-  const [error] = validate.errors ?? []
+// Ajv reports at least one error, with a message, whenever validation fails.
+function describeError ([error]: ErrorObject[]): string {
   const path = error.instancePath.slice(1).replaceAll('/', '.')
   if (error.keyword === 'additionalProperties') {
     const unknown = (error.params as { additionalProperty: string }).additionalProperty
     return `unknown option '${path === '' ? unknown : `${path}.${unknown}`}'`
   }
   if (error.keyword === 'keyRule') return `option '${path}' must be a RegExp or a function`
-  return `option '${path}' ${error.message ?? 'is invalid'}`
+  return `option '${path}' ${error.message}`
 }
 
 /** Returns the options if they are valid; throws a TypeError naming the wrong one otherwise. */
 export function checkOptions (options: FastifyTritonShmOptions): FastifyTritonShmOptions {
-  if (!validate(options)) throw new TypeError(`fastify-triton-shm: ${describeError()}`)
+  if (!validate(options)) throw new TypeError(`fastify-triton-shm: ${describeError(validate.errors as ErrorObject[])}`)
   return options
 }

@@ -6,7 +6,8 @@
 import { timingSafeEqual } from 'node:crypto'
 import Ajv from 'ajv'
 import type {
-  FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, HTTPMethods, onRequestHookHandler
+  FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, HTTPMethods, onRequestHookHandler,
+  preValidationHookHandler
 } from 'fastify'
 import type { RegisterRequestBody, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../types'
 import * as errors from './errors'
@@ -22,6 +23,7 @@ export interface RoutesOptions {
 
 /** The operations behind one family of routes (system or CUDA shared memory). */
 interface SharedMemoryApi {
+  kind: 'system' | 'cuda'
   status(): SharedMemoryRegionStatus[]
   regionStatus(name: string): SharedMemoryRegionStatus[]
   register(name: string, body: RegisterRequestBody): void
@@ -41,6 +43,7 @@ type RegionRequest = FastifyRequest<{ Params: { region_name: string }, Body: Reg
 
 function systemApi (registry: SystemSharedMemoryRegistry): SharedMemoryApi {
   return {
+    kind: 'system',
     status: () => registry.status(),
     regionStatus: (name) => registry.status(name),
     register: (name, body) => registry.register(name, { key: body.key, offset: body.offset, byteSize: body.byte_size }),
@@ -51,6 +54,7 @@ function systemApi (registry: SystemSharedMemoryRegistry): SharedMemoryApi {
 
 /** A server without GPUs, as Triton answers: clients that clean up CUDA regions must not fail. */
 const cudaApi: SharedMemoryApi = {
+  kind: 'cuda',
   status: () => [],
   regionStatus: (name) => { throw errors.cudaRegionStatusNotFound(name) },
   register: (name) => { throw errors.cudaNotSupported(name) },
@@ -58,11 +62,23 @@ const cudaApi: SharedMemoryApi = {
   unregisterAll: () => {}
 }
 
-function parseJsonBody (_request: FastifyRequest, body: string, done: (error: Error | null, body?: unknown) => void) {
+/** Bodies are kept as text: only a register request reads its body (see `parseRegisterBody`). */
+function keepBodyText (_request: FastifyRequest, body: string, done: (error: null, body: string) => void) {
+  done(null, body)
+}
+
+/**
+ * Reads a register body as JSON, whatever its Content-Type: Triton's clients send none, or
+ * text/plain. Other routes ignore their bodies, as Triton does: libcurl (Triton's C++ client,
+ * perf_analyzer) sends the unregister POSTs as empty `application/x-www-form-urlencoded`.
+ */
+const parseRegisterBody: preValidationHookHandler = async (request) => {
+  const text = request.body as string | undefined
+  if (text === undefined || text === '') return
   try {
-    done(null, JSON.parse(body))
+    request.body = JSON.parse(text)
   } catch {
-    done(errors.invalidBody('the body is not valid JSON'))
+    throw errors.invalidBody('the body is not valid JSON')
   }
 }
 
@@ -81,30 +97,33 @@ function sendError (error: Error & { statusCode?: number }, request: FastifyRequ
 function headerGate ({ header, value }: { header: string, value: string }): onRequestHookHandler {
   const expected = Buffer.from(value)
   return async (request) => {
-    const received = Buffer.from(String(request.headers[header.toLowerCase()] ?? ''))
-    const matches = received.length === expected.length && timingSafeEqual(received, expected)
+    const sent = request.headers[header.toLowerCase()]
+    // The header must be there: with an empty expected value, a request without it must not pass.
+    const received = Buffer.from(String(sent))
+    const matches = sent !== undefined && received.length === expected.length && timingSafeEqual(received, expected)
     if (!matches) throw errors.restrictedApi(header)
   }
 }
 
-/** The name in the path; an empty segment (`region//register`) names no region and no route. */
-function regionName (request: RegionRequest): string {
-  const name = request.params.region_name
-  if (name === '') throw errors.routeNotFound()
-  return name
+/** An empty segment (`region//register`) names no region, so it is no route, whatever the method. */
+const refuseEmptyRegionName: onRequestHookHandler = async (request) => {
+  if ((request.params as { region_name?: string }).region_name === '') throw errors.routeNotFound()
 }
 
-/** Answers 405 with `Allow` for every method a path does not serve. */
+/** Answers 405 with `Allow` for every method a path does not serve, before any body is read. */
 function refuseOtherMethods (app: FastifyInstance, url: string, allowed: HTTPMethods[]) {
   const allow = allowed.includes('GET') ? [...allowed, 'HEAD'] : allowed
+  const refuse = async (_request: FastifyRequest, reply: FastifyReply) => {
+    reply.header('allow', allow.join(', '))
+    throw errors.methodNotAllowed()
+  }
+  // The hook answers first (a wrong method wins over a bad or oversized body); the handler is never reached.
   app.route({
     method: ALL_METHODS.filter((method) => !allow.includes(method)),
     url,
     schema: HIDDEN,
-    handler: async (_request, reply) => {
-      reply.header('allow', allow.join(', '))
-      throw errors.methodNotAllowed()
-    }
+    onRequest: refuse,
+    handler: refuse
   })
 }
 
@@ -117,15 +136,17 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       method: 'GET',
       url: '/region/:region_name/status',
       schema: schemas.regionStatus,
-      handler: async (request: RegionRequest) => api.regionStatus(regionName(request))
+      handler: async (request: RegionRequest) => api.regionStatus(request.params.region_name)
     },
     {
       method: 'POST',
       url: '/region/:region_name/register',
       schema: schemas.register,
       onRequest: registerGate,
+      // CUDA registrations are refused whatever they send: only a route with a body schema reads its body.
+      preValidation: 'body' in schemas.register ? parseRegisterBody : undefined,
       handler: async (request: RegionRequest, reply: FastifyReply) => {
-        api.register(regionName(request), request.body)
+        api.register(request.params.region_name, request.body)
         return empty(request, reply)
       }
     },
@@ -134,7 +155,7 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       url: '/region/:region_name/unregister',
       schema: schemas.unregister,
       handler: async (request: RegionRequest, reply: FastifyReply) => {
-        api.unregister(regionName(request))
+        api.unregister(request.params.region_name)
         return empty(request, reply)
       }
     },
@@ -152,13 +173,15 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       url: '/register',
       schema: HIDDEN,
       onRequest: registerGate,
-      handler: async () => { throw errors.missingRegionName() }
+      handler: async () => { throw errors.missingRegionName(api.kind) }
     }
   ] as const
   for (const route of routes) {
     app.route({ ...route, url: base + route.url } as Parameters<FastifyInstance['route']>[0])
     refuseOtherMethods(app, base + route.url, [route.method])
   }
+  // Any other path of the API is no route either, answered in the API's own error shape.
+  app.route({ method: ALL_METHODS, url: `${base}/*`, schema: HIDDEN, handler: async () => { throw errors.routeNotFound() } })
 }
 
 export async function routes (app: FastifyInstance, options: RoutesOptions) {
@@ -166,14 +189,15 @@ export async function routes (app: FastifyInstance, options: RoutesOptions) {
   app.setValidatorCompiler(({ schema }) => ajv.compile(schema))
   app.setSchemaErrorFormatter(formatValidationError)
   app.setErrorHandler(sendError)
-  // Clients send these bodies with no Content-Type, or text/plain: every body is read as JSON.
+  // Whatever the Content-Type (clients send none, text/plain, or a form type), bodies arrive as text.
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, parseJsonBody)
+  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, keepBodyText)
   app.addHook('onSend', async (_request, reply, payload) => {
     reply.type('application/json')
     return payload
   })
   if (options.restrictedApi !== undefined) app.addHook('onRequest', headerGate(options.restrictedApi))
+  app.addHook('onRequest', refuseEmptyRegionName)
 
   const registerGate: onRequestHookHandler = async () => {
     if (!options.allowClientShm) throw errors.clientShmDisabled()
