@@ -2,7 +2,7 @@
   "targets": [
     {
       "target_name": "shm",
-      "sources": ["lib/native/shm.c"],
+      "sources": ["lib/native/shm.c", "lib/native/fault-guard.c"],
       "cflags": ["-Wall", "-Wextra", "-Werror", "-std=c11", "-D_GNU_SOURCE"],
       "libraries": ["-lrt"]
     }

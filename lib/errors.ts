@@ -79,6 +79,10 @@ export const cudaRegionStatusNotFound = (name: string) =>
 export const regionNotFound = (name: string) =>
   new SharedMemoryError(404, `Unable to find shared memory region: '${name}'`)
 
+export const regionTruncated = (name: string) =>
+  badRequest(`shared memory region '${name}' is no longer usable: its object was truncated below the region. ` +
+    'Unregister it, and register it again once the object is restored')
+
 export const invalidOffset = (name: string) =>
   badRequest(`Invalid offset for shared memory region: '${name}'`)
 
@@ -138,6 +142,9 @@ export const invalidTensorParameter = (tensor: string, parameter: string, expect
 
 export const inputCountMismatch = (model: string, expected: number, received: number) =>
   badRequest(`expected ${expected} inputs but got ${received} inputs for model '${model}'`)
+
+export const duplicateInput = (input: string) =>
+  badRequest(`input '${input}' already exists in request`)
 
 export const unexpectedInput = (input: string, model: string) =>
   badRequest(`unexpected inference input '${input}' for model '${model}'`)

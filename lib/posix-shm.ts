@@ -8,6 +8,7 @@ import { getSystemErrorName } from 'node:util'
 interface Addon {
   map(key: string, offset: number, byteSize: number): ArrayBuffer
   unmap(buffer: ArrayBuffer): boolean
+  intact(buffer: ArrayBuffer): boolean
   create(key: string, byteSize: number): void
   unlink(key: string): void
 }
@@ -71,6 +72,15 @@ export function mapObject (key: string, offset: number, byteSize: number): Array
  */
 export function unmapObject (buffer: ArrayBuffer): boolean {
   return call(() => addon.unmap(buffer))
+}
+
+/**
+ * False if the mapped range no longer lies inside the object: its owner shrank it (ftruncate), or
+ * a page past its end was touched and replaced with zeros to survive the SIGBUS (see
+ * lib/native/fault-guard.c). Also false once unmapped.
+ */
+export function isIntact (buffer: ArrayBuffer): boolean {
+  return call(() => addon.intact(buffer))
 }
 
 /** Creates a new object of `byteSize` zero bytes, readable and writable by this user only. */

@@ -3,7 +3,7 @@
  * hold it, and whether its unregister is waiting for them.
  */
 import type { SharedMemoryRegionStatus } from '../types'
-import { mapObject, unmapObject } from './posix-shm'
+import { isIntact, mapObject, unmapObject } from './posix-shm'
 
 export class Region {
   readonly name: string
@@ -30,6 +30,11 @@ export class Region {
 
   get closed (): boolean {
     return this.#mapping.byteLength === 0
+  }
+
+  /** False once the client shrank its object below the region (views would read past its end). */
+  get intact (): boolean {
+    return isIntact(this.#mapping)
   }
 
   /** A view of `[offset, offset + byteSize)` of the region; the caller has checked the bounds. */

@@ -131,6 +131,7 @@ export class Registry implements SystemSharedMemoryRegistry {
   acquire (name: string, offset: number | bigint, byteSize: number | bigint): Lease {
     const region = this.#regions.get(name)
     if (region === undefined) throw errors.regionNotFound(name)
+    if (!region.intact) throw errors.regionTruncated(name)
     const start = toUnsigned(offset)
     const length = toUnsigned(byteSize)
     if (start === undefined || length === undefined) throw errors.invalidUseArgs(name)

@@ -3,6 +3,8 @@
  *
  *   map(key, offset, byteSize) -> ArrayBuffer over exactly [offset, offset + byteSize) of the object
  *   unmap(arrayBuffer)         -> true if it unmapped; detaches first so every view reads as empty
+ *   intact(arrayBuffer)        -> false if the object shrank below the mapped range since (its owner
+ *                                 truncated it), or a page past its end was touched (fault-guard.c)
  *   create(key, byteSize)      -> makes a new object (O_CREAT | O_EXCL, mode 0600) of that size
  *   unlink(key)                -> removes an object's name
  *
@@ -22,17 +24,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fault-guard.h"
+#include "mapping.h"
+
 /* Longest key accepted (bytes, without the terminating NUL); the kernel's NAME_MAX. */
 #define KEY_MAX 255
 /* Largest integer a JavaScript number holds exactly. */
 #define SAFE_INTEGER_MAX 9007199254740991.0
-
-/* One mapping. Owned by the ArrayBuffer's finalizer, which frees it (and unmaps if still mapped). */
-typedef struct {
-  void *base;    /* page-aligned start returned by mmap */
-  size_t length; /* bytes mapped from base */
-  int mapped;    /* cleared by unmap() so the finalizer does not unmap an address reused since */
-} mapping;
 
 static napi_value throw_error(napi_env env, const char *code, const char *syscall, int error_number,
                               const char *message) {
@@ -99,46 +97,66 @@ static int get_size(napi_env env, napi_value value, uint64_t *size) {
   return 1;
 }
 
+/* Ends a live mapping: no longer guarded, unmapped, its descriptor closed. */
+static void release_mapping(mapping *map) {
+  fault_guard_remove(map);
+  map->mapped = 0;
+  munmap(map->base, map->length);
+  close(map->fd);
+}
+
+/* The ArrayBuffer's finalizer owns each mapping struct: it frees it, releasing it if still live. */
 static void finalize_mapping(napi_env env, void *data, void *hint) {
   (void)env;
   (void)data;
   mapping *map = hint;
-  if (map->mapped) munmap(map->base, map->length);
+  if (map->mapped) release_mapping(map);
   free(map);
 }
 
-/* Maps [offset, offset + byte_size) of an open object; mmap needs a page-aligned file offset, so
- * the mapping starts at the page at or below `offset` and the ArrayBuffer points into it. */
+static napi_value fail_closing(napi_env env, int fd, const char *code, const char *syscall, int error_number) {
+  close(fd);
+  if (code != NULL) return throw_error(env, code, NULL, 0, code);
+  return throw_errno(env, syscall, error_number);
+}
+
+/* Maps [offset, offset + byte_size) of an open object, taking ownership of `fd` (closed on
+ * failure, kept with the mapping on success). mmap needs a page-aligned file offset, so the
+ * mapping starts at the page at or below `offset` and the ArrayBuffer points into it. */
 static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_t byte_size) {
   struct stat info;
-  if (fstat(fd, &info) != 0) return throw_errno(env, "fstat", errno);
-  if (!S_ISREG(info.st_mode)) {
-    return throw_error(env, "ERR_SHM_NOT_REGULAR", NULL, 0, "not a shared memory object");
-  }
+  if (fstat(fd, &info) != 0) return fail_closing(env, fd, NULL, "fstat", errno);
+  if (!S_ISREG(info.st_mode)) return fail_closing(env, fd, "ERR_SHM_NOT_REGULAR", NULL, 0);
   uint64_t object_size = (uint64_t)info.st_size;
   if (byte_size == 0 || offset > object_size || byte_size > object_size - offset) {
-    return throw_error(env, "ERR_SHM_OUT_OF_BOUNDS", NULL, 0, "range is outside the object");
+    return fail_closing(env, fd, "ERR_SHM_OUT_OF_BOUNDS", NULL, 0);
   }
-  uint64_t page_size = (uint64_t)sysconf(_SC_PAGESIZE);
-  uint64_t page_offset = offset % page_size;
-  mapping *map = malloc(sizeof(mapping));
-  if (map == NULL) return throw_errno(env, "malloc", ENOMEM);
+  uint64_t page_offset = offset % (uint64_t)sysconf(_SC_PAGESIZE);
+  mapping *map = calloc(1, sizeof(mapping));
+  if (map == NULL) return fail_closing(env, fd, NULL, "malloc", ENOMEM);
   map->length = (size_t)(page_offset + byte_size);
   map->base = mmap(NULL, map->length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(offset - page_offset));
   if (map->base == MAP_FAILED) {
-    int error_number = errno;
     free(map);
-    return throw_errno(env, "mmap", error_number);
+    return fail_closing(env, fd, NULL, "mmap", errno);
+  }
+  map->fd = fd;
+  map->end = offset + byte_size;
+  int guard_error = fault_guard_add(map);
+  if (guard_error != 0) {
+    munmap(map->base, map->length);
+    free(map);
+    return fail_closing(env, fd, NULL, "sigaction", guard_error);
   }
   map->mapped = 1;
   napi_value buffer;
   if (napi_create_external_arraybuffer(env, (char *)map->base + page_offset, (size_t)byte_size,
                                        finalize_mapping, map, &buffer) != napi_ok) {
-    munmap(map->base, map->length);
+    release_mapping(map);
     free(map);
     return throw_errno(env, "napi_create_external_arraybuffer", ENOMEM);
   }
-  /* From here the finalizer owns `map`; unmap() finds it through the wrap. */
+  /* From here the finalizer owns `map`; unmap() and intact() find it through the wrap. */
   if (napi_wrap(env, buffer, map, NULL, NULL, NULL) != napi_ok) {
     return throw_errno(env, "napi_wrap", ENOMEM);
   }
@@ -155,38 +173,52 @@ static napi_value map_object(napi_env env, napi_callback_info info) {
   }
   int fd = shm_open(key, O_RDWR, 0);
   if (fd < 0) return throw_errno(env, "shm_open", errno);
-  napi_value buffer = map_open_object(env, fd, offset, byte_size);
-  close(fd); /* the mapping keeps the object alive; the descriptor is never needed again */
-  return buffer;
+  return map_open_object(env, fd, offset, byte_size);
+}
+
+/* The live mapping behind a buffer from map(), or NULL if it was unmapped (detached) already.
+ * A detached buffer's mapping struct may be freed: it is never touched. */
+static int live_mapping(napi_env env, napi_value buffer, mapping **map) {
+  bool is_buffer = false, detached = false;
+  *map = NULL;
+  napi_is_arraybuffer(env, buffer, &is_buffer);
+  if (!is_buffer) {
+    throw_invalid(env, "expected an ArrayBuffer returned by map()");
+    return 0;
+  }
+  napi_is_detached_arraybuffer(env, buffer, &detached);
+  if (detached) return 1;
+  if (napi_unwrap(env, buffer, (void **)map) != napi_ok || *map == NULL) {
+    throw_invalid(env, "expected an ArrayBuffer returned by map()");
+    return 0;
+  }
+  return 1;
+}
+
+static napi_value boolean(napi_env env, bool value) {
+  napi_value result;
+  napi_get_boolean(env, value, &result);
+  return result;
 }
 
 static napi_value unmap_object(napi_env env, napi_callback_info info) {
-  napi_value args[1], result;
-  bool is_buffer = false, detached = false;
-  mapping *map = NULL;
-  if (!get_args(env, info, 1, args)) return NULL;
-  napi_is_arraybuffer(env, args[0], &is_buffer);
-  if (!is_buffer) return throw_invalid(env, "expected an ArrayBuffer returned by map()");
-  napi_is_detached_arraybuffer(env, args[0], &detached);
-  /* A detached buffer was unmapped already; its mapping struct may be freed: never touch it. */
-  if (detached) {
-    napi_get_boolean(env, false, &result);
-    return result;
-  }
-  if (napi_unwrap(env, args[0], (void **)&map) != napi_ok || map == NULL) {
-    return throw_invalid(env, "expected an ArrayBuffer returned by map()");
-  }
-  void *base = map->base;
-  size_t length = map->length;
-  map->mapped = 0;
+  napi_value args[1];
+  mapping *map;
+  if (!get_args(env, info, 1, args) || !live_mapping(env, args[0], &map)) return NULL;
+  if (map == NULL) return boolean(env, false);
   /* Detach before munmap: afterwards every view over the buffer has length 0 and cannot fault. */
-  if (napi_detach_arraybuffer(env, args[0]) != napi_ok) {
-    map->mapped = 1;
-    return throw_invalid(env, "the buffer cannot be detached");
-  }
-  munmap(base, length);
-  napi_get_boolean(env, true, &result);
-  return result;
+  if (napi_detach_arraybuffer(env, args[0]) != napi_ok) return throw_invalid(env, "the buffer cannot be detached");
+  release_mapping(map);
+  return boolean(env, true);
+}
+
+static napi_value intact_object(napi_env env, napi_callback_info info) {
+  napi_value args[1];
+  mapping *map;
+  struct stat object;
+  if (!get_args(env, info, 1, args) || !live_mapping(env, args[0], &map)) return NULL;
+  if (map == NULL || map->poisoned) return boolean(env, false);
+  return boolean(env, fstat(map->fd, &object) == 0 && (uint64_t)object.st_size >= map->end);
 }
 
 static napi_value create_object(napi_env env, napi_callback_info info) {
@@ -221,6 +253,7 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor functions[] = {
       {"map", NULL, map_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"unmap", NULL, unmap_object, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"intact", NULL, intact_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"create", NULL, create_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"unlink", NULL, unlink_object, NULL, NULL, NULL, napi_enumerable, NULL},
   };

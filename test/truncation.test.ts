@@ -1,0 +1,130 @@
+/**
+ * A client that shrinks (ftruncate) its object after registering it must not crash the server:
+ * the registry refuses the region from then on, and a view that touches a page past the object's
+ * end reads zeros instead of killing the process with SIGBUS.
+ */
+import { spawn, spawnSync } from 'node:child_process'
+import { truncateSync } from 'node:fs'
+import path from 'node:path'
+import t, { type Test } from 'tap'
+import { Registry } from '../lib/index'
+import { SharedMemoryError } from '../lib/errors'
+import { buildApp, SYSTEM } from './helpers/app'
+import { assertEmptySuccess } from './helpers/http'
+import { makeObject, mappingsOf, objectPath, PAGE_SIZE, uniqueKey, unlinkOnTeardown } from './helpers/shm'
+
+const REGION_BYTES = 16 * PAGE_SIZE
+const truncated = (name: string) => `shared memory region '${name}' is no longer usable: its object was truncated ` +
+  'below the region. Unregister it, and register it again once the object is restored'
+
+function refusedAsTruncated (t: Test, registry: Registry, name: string) {
+  t.throws(() => registry.acquire(name, 0, 1), new SharedMemoryError(400, truncated(name)), `${name}: refused as truncated`)
+}
+
+t.test('a shrunk object is refused at the next acquire; status and unregister still work', async (t) => {
+  const app = await buildApp(t)
+  const key = makeObject(t, REGION_BYTES)
+  app.systemSharedMemory.register('r', { key, byteSize: REGION_BYTES })
+  app.systemSharedMemory.acquire('r', 0, REGION_BYTES).release()
+
+  truncateSync(objectPath(key), REGION_BYTES - 1)
+  refusedAsTruncated(t, app.systemSharedMemory as Registry, 'r')
+  const status = await app.inject({ method: 'GET', url: `${SYSTEM}/region/r/status` })
+  t.equal(status.statusCode, 200, 'status still answers')
+  assertEmptySuccess(t, await app.inject({ method: 'POST', url: `${SYSTEM}/region/r/unregister` }))
+  t.same(mappingsOf(key), [], 'unmapped')
+})
+
+t.test('a region inside what is left of the object stays usable', async (t) => {
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const key = makeObject(t, REGION_BYTES)
+  registry.register('head', { key, byteSize: PAGE_SIZE })
+  registry.register('tail', { key, offset: PAGE_SIZE, byteSize: PAGE_SIZE })
+  truncateSync(objectPath(key), PAGE_SIZE)
+  const lease = registry.acquire('head', 0, PAGE_SIZE)
+  t.equal(lease.buffer.length, PAGE_SIZE, 'the region that still fits is leased')
+  lease.release()
+  refusedAsTruncated(t, registry, 'tail')
+})
+
+t.test('touching a page past the end reads zeros instead of SIGBUS, and poisons the region', async (t) => {
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const key = makeObject(t, REGION_BYTES)
+  registry.register('r', { key, byteSize: REGION_BYTES })
+  const lease = registry.acquire('r', 0, REGION_BYTES)
+  lease.buffer.fill(7)
+
+  truncateSync(objectPath(key), 2 * PAGE_SIZE)
+  t.equal(lease.buffer[PAGE_SIZE], 7, 'a page still inside the object keeps its bytes')
+  t.equal(lease.buffer[5 * PAGE_SIZE], 0, 'a page past the end reads zero: the process survived SIGBUS')
+  lease.buffer[10 * PAGE_SIZE] = 9
+  t.equal(lease.buffer[10 * PAGE_SIZE], 9, 'writes past the end land in private zero pages')
+
+  truncateSync(objectPath(key), REGION_BYTES)
+  refusedAsTruncated(t, registry, 'r')
+  t.pass('restoring the size does not make a poisoned region usable again')
+  lease.release()
+  registry.unregister('r')
+  t.same(mappingsOf(key), [], 'a poisoned region unmaps whole')
+})
+
+t.test('a child process truncates while the server reads and writes in a loop', async (t) => {
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const key = makeObject(t, REGION_BYTES)
+  registry.register('r', { key, byteSize: REGION_BYTES })
+
+  const child = spawn(process.execPath, ['-e', `
+    const fs = require('node:fs')
+    setTimeout(() => { fs.truncateSync(${JSON.stringify(objectPath(key))}, 0); process.exit(0) }, 50)
+  `], { stdio: 'ignore' })
+  const childExited = new Promise((resolve) => child.once('exit', resolve))
+
+  let rounds = 0
+  let refusal: unknown
+  const deadline = Date.now() + 10_000
+  while (refusal === undefined && Date.now() < deadline) {
+    try {
+      const lease = registry.acquire('r', 0, REGION_BYTES)
+      for (let index = 0; index < lease.buffer.length; index += 512) lease.buffer[index] = (lease.buffer[index] + 1) & 0xff
+      lease.release()
+      rounds++
+      if (rounds % 64 === 0) await new Promise((resolve) => setImmediate(resolve))
+    } catch (error) {
+      refusal = error
+    }
+  }
+  await childExited
+  t.ok(rounds > 0, `the server read and wrote the region ${rounds} times before the truncation`)
+  t.match(refusal, new SharedMemoryError(400, truncated('r')), 'then refused it as truncated')
+  t.equal(registry.status().length, 1, 'the region is still listed, to be unregistered')
+})
+
+t.test('a SIGBUS that is not ours still reaches the handler that was there before', async (t) => {
+  // Maps an object, which installs the guard, then removes the object's name (the mapping stays).
+  const addonUser = `
+    const shm = require(${JSON.stringify(path.join(__dirname, '../lib/posix-shm'))})
+    shm.createObject(process.argv[1], 4096)
+    shm.mapObject(process.argv[1], 0, 4096)
+    shm.unlinkObject(process.argv[1])
+  `
+  const run = (script: string) => {
+    const key = uniqueKey('sigbus')
+    unlinkOnTeardown(t, key)
+    return spawnSync(process.execPath, ['--import', 'tsx', '-e', script, key], { encoding: 'utf8' })
+  }
+
+  const withListener = run(`process.on('SIGBUS', () => { console.log('previous handler ran'); process.exit(0) })
+    ${addonUser}
+    process.kill(process.pid, 'SIGBUS')
+    setTimeout(() => process.exit(3), 5000)`)
+  t.equal(withListener.stdout.trim(), 'previous handler ran', 'a listener installed before is called')
+  t.equal(withListener.status, 0)
+
+  const withDefault = run(`${addonUser}
+    process.kill(process.pid, 'SIGBUS')
+    setTimeout(() => process.exit(3), 5000)`)
+  t.equal(withDefault.signal, 'SIGBUS', 'with no handler before, the default action still ends the process')
+})
