@@ -41,7 +41,8 @@ async function main (): Promise<boolean> {
   const { server, address } = await startServer()
   try {
     console.log(`service listening at ${address}\n`)
-    const { ok } = await runClient(address, { log: (line) => console.log(line) })
+    // KEY_SUFFIX keeps runs in parallel (a test beside a developer's run) off each other's objects.
+    const { ok } = await runClient(address, { log: (line) => console.log(line), keySuffix: process.env.KEY_SUFFIX })
     return ok
   } finally {
     server.removeAllListeners('exit')

@@ -57,6 +57,16 @@ export interface ClientOptions {
   headers?: Record<string, string>
 }
 
+/** The `{"error"}` message of an error body; undefined for anything else (a proxy's HTML page, nothing). */
+function errorMessage (text: string): string | undefined {
+  try {
+    const { error } = JSON.parse(text) as Partial<ErrorResponse>
+    return typeof error === 'string' ? error : undefined
+  } catch {
+    return undefined
+  }
+}
+
 const SYSTEM = '/v2/systemsharedmemory'
 const CUDA = '/v2/cudasharedmemory'
 
@@ -77,10 +87,7 @@ export class KServeClient {
       body: body === undefined ? undefined : JSON.stringify(body)
     })
     const text = await response.text()
-    if (!response.ok) {
-      const { error } = JSON.parse(text || '{}') as Partial<ErrorResponse>
-      throw new ServerError(response.status, error ?? response.statusText)
-    }
+    if (!response.ok) throw new ServerError(response.status, errorMessage(text) ?? response.statusText)
     return text
   }
 

@@ -18,18 +18,20 @@ interface FixedSize {
   array: TypedArrayConstructor
   /** What a JSON element must be, or undefined where JSON cannot carry the type. */
   json?: 'number' | 'boolean' | 'bigint'
+  /** Integer datatypes: bits and signedness, which bound what a JSON element may hold. */
+  integer?: { bits: number, signed: boolean }
 }
 
 const FIXED_SIZE: Record<Exclude<Datatype, 'BYTES'>, FixedSize> = {
   BOOL: { elementBytes: 1, array: Uint8Array, json: 'boolean' },
-  UINT8: { elementBytes: 1, array: Uint8Array, json: 'number' },
-  UINT16: { elementBytes: 2, array: Uint16Array, json: 'number' },
-  UINT32: { elementBytes: 4, array: Uint32Array, json: 'number' },
-  UINT64: { elementBytes: 8, array: BigUint64Array, json: 'bigint' },
-  INT8: { elementBytes: 1, array: Int8Array, json: 'number' },
-  INT16: { elementBytes: 2, array: Int16Array, json: 'number' },
-  INT32: { elementBytes: 4, array: Int32Array, json: 'number' },
-  INT64: { elementBytes: 8, array: BigInt64Array, json: 'bigint' },
+  UINT8: { elementBytes: 1, array: Uint8Array, json: 'number', integer: { bits: 8, signed: false } },
+  UINT16: { elementBytes: 2, array: Uint16Array, json: 'number', integer: { bits: 16, signed: false } },
+  UINT32: { elementBytes: 4, array: Uint32Array, json: 'number', integer: { bits: 32, signed: false } },
+  UINT64: { elementBytes: 8, array: BigUint64Array, json: 'bigint', integer: { bits: 64, signed: false } },
+  INT8: { elementBytes: 1, array: Int8Array, json: 'number', integer: { bits: 8, signed: true } },
+  INT16: { elementBytes: 2, array: Int16Array, json: 'number', integer: { bits: 16, signed: true } },
+  INT32: { elementBytes: 4, array: Int32Array, json: 'number', integer: { bits: 32, signed: true } },
+  INT64: { elementBytes: 8, array: BigInt64Array, json: 'bigint', integer: { bits: 64, signed: true } },
   FP16: { elementBytes: 2, array: Uint8Array },
   BF16: { elementBytes: 2, array: Uint8Array },
   FP32: { elementBytes: 4, array: Float32Array, json: 'number' },
@@ -55,7 +57,8 @@ export function typedArrayOver (datatype: Exclude<Datatype, 'BYTES'>, bytes: Uin
   const Array = FIXED_SIZE[datatype].array
   const length = bytes.byteLength / Array.BYTES_PER_ELEMENT
   if (bytes.byteOffset % Array.BYTES_PER_ELEMENT === 0) return new Array(bytes.buffer, bytes.byteOffset, length)
-  return new Array(bytes.slice().buffer, 0, length)
+  // Not bytes.slice(): on a Buffer (a binary request body) it is a view, not a copy.
+  return new Array(new Uint8Array(bytes).buffer, 0, length)
 }
 
 /** A new zero-filled typed array for `count` elements. */
@@ -67,17 +70,28 @@ export function newTypedArray (datatype: Exclude<Datatype, 'BYTES'>, count: numb
 /** The raw bytes of a typed array (no copy). */
 export const bytesOf = (data: TypedArray): Uint8Array => new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
 
+/** The integers a datatype holds, as `[min, limit)`: powers of two, exact as numbers, so the check
+ * costs two comparisons per element. A typed array would silently wrap or truncate other values. */
+function integerRange ({ bits, signed }: { bits: number, signed: boolean }): [number, number] {
+  return signed ? [-(2 ** (bits - 1)), 2 ** (bits - 1)] : [0, 2 ** bits]
+}
+
+const inRange = (value: number, [min, limit]: [number, number]) => Number.isInteger(value) && value >= min && value < limit
+
 /** Elements from a JSON `data` array (already flattened), checked one by one. */
 export function typedArrayFromJson (input: string, datatype: Exclude<Datatype, 'BYTES'>, values: unknown[]): TypedArray {
-  const { json } = FIXED_SIZE[datatype]
+  const { json, integer } = FIXED_SIZE[datatype]
   if (json === undefined) throw errors.datatypeNotJson(input, datatype)
   const data = newTypedArray(datatype, values.length)
   const expected = json === 'boolean' ? 'a boolean' : 'a number'
+  const range = integer === undefined ? undefined : integerRange(integer)
   for (let index = 0; index < values.length; index++) {
     const value = values[index]
     if (typeof value !== (json === 'boolean' ? 'boolean' : 'number')) throw errors.invalidInputData(input, datatype, expected)
+    if (range !== undefined && !inRange(value as number, range)) {
+      throw errors.invalidInputData(input, datatype, `an integer from ${BigInt(range[0])} to ${BigInt(range[1]) - 1n}`)
+    }
     if (json === 'bigint') {
-      if (!Number.isInteger(value)) throw errors.invalidInputData(input, datatype, 'an integer')
       data[index] = BigInt(value as number)
     } else {
       data[index] = Number(value)

@@ -29,6 +29,16 @@ function specOfInput (model: ModelSignature, name: string, datatype: string, sha
   return spec
 }
 
+/** A name sent twice first, as Triton does: with one, the count could match while a model input is missing. */
+function checkInputNames ({ inputs }: InferRequestWire, model: ModelSignature): void {
+  const names = new Set<string>()
+  for (const { name } of inputs) {
+    if (names.has(name)) throw errors.duplicateInput(name)
+    names.add(name)
+  }
+  if (inputs.length !== model.inputs.length) throw errors.inputCountMismatch(model.name, model.inputs.length, inputs.length)
+}
+
 export class InferRequest {
   readonly id?: string
   readonly model: ModelSignature
@@ -43,9 +53,7 @@ export class InferRequest {
     this.model = model
     const hold = (lease: Lease) => { this.#leases.push(lease) }
     try {
-      if (body.inputs.length !== model.inputs.length) {
-        throw errors.inputCountMismatch(model.name, model.inputs.length, body.inputs.length)
-      }
+      checkInputNames(body, model)
       const cursor = new BinaryCursor(binary)
       this.inputs = body.inputs.map((input) => readInput(input,
         specOfInput(model, input.name, input.datatype, input.shape), { model: model.name, registry, binary: cursor, hold }))

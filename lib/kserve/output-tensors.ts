@@ -40,7 +40,8 @@ function planOutput (name: string, parameterValues: Parameters, model: ModelSign
   return { spec, binary: false, lease: acquire(region, parameterValues.unsigned('shared_memory_offset') ?? 0, byteSize) }
 }
 
-/** The outputs a request asks for (all of the model's when it names none), in the order asked. */
+/** The outputs a request asks for (all of the model's when it names none, as `"outputs": []` does
+ * for Triton too), in the order asked. */
 export function planOutputs (request: InferRequestWire, model: ModelSignature, registry: SystemSharedMemoryRegistry,
   hold: (lease: Lease) => void): Map<string, OutputPlan> {
   const binaryByDefault = new Parameters('request', request.parameters).boolean('binary_data_output') ?? false
@@ -49,7 +50,9 @@ export function planOutputs (request: InferRequestWire, model: ModelSignature, r
     hold(lease)
     return lease
   }
-  const requested = request.outputs ?? model.outputs.map(({ name }) => ({ name, parameters: undefined }))
+  const requested = request.outputs !== undefined && request.outputs.length > 0
+    ? request.outputs
+    : model.outputs.map(({ name }) => ({ name, parameters: undefined }))
   const plans = new Map<string, OutputPlan>()
   for (const { name, parameters } of requested) {
     plans.set(name, planOutput(name, new Parameters(name, parameters), model, binaryByDefault, acquire))
