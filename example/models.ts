@@ -63,8 +63,10 @@ const addSubFp32: Model = {
 
 export const models = new Map([simple, simpleString, addSubFp32].map((model) => [model.signature.name, model]))
 
-/** Runs a model, first waiting `delayMs` (to show that regions in use outlive their unregister). */
+/** Runs a model, first waiting `delayMs` (to show that regions in use outlive their unregister).
+ * A client that left meanwhile gets no run: its regions may be unmapped already. */
 export async function run (model: Model, infer: InferRequest, delayMs: number): Promise<void> {
   if (delayMs > 0) await sleep(delayMs)
+  infer.signal.throwIfAborted()
   model.execute(infer)
 }

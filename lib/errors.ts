@@ -163,5 +163,8 @@ export const malformedBytesTensor = (tensor: string) =>
   badRequest(`BYTES data of tensor '${tensor}' is malformed: each element must be a 4-byte little-endian length ` +
     'followed by that many bytes, filling the tensor exactly')
 
+/** 499: nginx's "client closed request", logged like any client error and never sent. */
+export const clientClosedRequest = () => new SharedMemoryError(499, 'the client closed the request')
+
 export const invalidInferRequest = (reason: string) =>
   badRequest(`Unable to parse inference request: ${reason}`)

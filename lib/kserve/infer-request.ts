@@ -47,6 +47,7 @@ export class InferRequest {
   readonly #plans: Map<string, OutputPlan>
   readonly #produced = new Map<string, ProducedOutput>()
   readonly #leases: Lease[] = []
+  readonly #abandoned = new AbortController()
 
   constructor (body: InferRequestWire, binary: Buffer, { registry, model }: ReadInferRequestOptions) {
     this.id = body.id
@@ -97,6 +98,19 @@ export class InferRequest {
     return Buffer.concat([headerBytes, ...binary])
   }
 
+  /**
+   * Aborted when the client goes away before the response is sent: its regions may be unmapped
+   * from then on, so a long model run should stop (`signal.throwIfAborted()` throws a 499 error).
+   */
+  get signal (): AbortSignal {
+    return this.#abandoned.signal
+  }
+
+  /** Marks the request abandoned by its client (see `signal`). */
+  abandon (): void {
+    this.#abandoned.abort(errors.clientClosedRequest())
+  }
+
   /** Ends every lease of this request. Called when its response is finished or aborted. */
   release (): void {
     for (const lease of this.#leases.splice(0)) lease.release()
@@ -115,7 +129,11 @@ function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: B
 export function readInferRequest (request: FastifyRequest, reply: FastifyReply, options: ReadInferRequestOptions): InferRequest {
   const { header, binary } = bodyOf(request)
   const infer = new InferRequest(checkInferRequest(header), binary, options)
-  reply.raw.once('close', () => infer.release())
-  if (reply.raw.destroyed) infer.release()
+  const close = () => {
+    if (!reply.raw.writableFinished) infer.abandon()
+    infer.release()
+  }
+  reply.raw.once('close', close)
+  if (reply.raw.destroyed) close()
   return infer
 }
