@@ -431,13 +431,17 @@ t.test('the addon is found from the sources and from the compiled layout', async
     process.stdout.write(JSON.stringify({ length: buffer.byteLength, unmapped }))`
   }
 
+  // These children load the module from other paths and transforms: their coverage would be merged
+  // into lib/posix-shm.ts under different line maps, so they report none.
+  const withoutCoverage = { ...process.env, _TAPJS_PROCESSINFO_COVERAGE_: '0' }
+
   // A source checkout that sits inside a directory named dist.
   mkdirSync(path.join(scratch, 'dist'))
   symlinkSync(packageRoot, path.join(scratch, 'dist', 'checkout'))
   const fromSources = await run(process.execPath, [
     '--preserve-symlinks', '--require', require.resolve('tsx/cjs'),
     '-e', probe(path.join(scratch, 'dist', 'checkout', 'lib', 'posix-shm.ts'))
-  ], { cwd: scratch })
+  ], { cwd: scratch, env: withoutCoverage })
   t.same(JSON.parse(fromSources.stdout), { length: 0, unmapped: true }, 'sources under a dist directory')
 
   // The published layout: <root>/dist/lib/posix-shm.js beside <root>/build.
@@ -450,6 +454,6 @@ t.test('the addon is found from the sources and from the compiled layout', async
   writeFileSync(path.join(root, 'dist', 'lib', 'posix-shm.js'), compiled)
   symlinkSync(path.join(packageRoot, 'build'), path.join(root, 'build'))
   symlinkSync(path.join(packageRoot, 'node_modules'), path.join(root, 'node_modules'))
-  const fromDist = await run(process.execPath, ['-e', probe(path.join(root, 'dist', 'lib', 'posix-shm.js'))], { cwd: scratch })
+  const fromDist = await run(process.execPath, ['-e', probe(path.join(root, 'dist', 'lib', 'posix-shm.js'))], { cwd: scratch, env: withoutCoverage })
   t.same(JSON.parse(fromDist.stdout), { length: 0, unmapped: true }, 'compiled dist/lib')
 })
