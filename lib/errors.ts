@@ -8,102 +8,105 @@ const UINT64_MAX = '18446744073709551615'
 /** An error a client caused, with the message and HTTP status to answer it with. */
 export class SharedMemoryError extends Error {
   readonly statusCode: number
+  /** What went wrong, for programs: `ERR_SHM_<REASON>` (e.g. `ERR_SHM_DUPLICATE_REGION`). */
+  readonly code: string
 
-  constructor (statusCode: number, message: string) {
+  constructor (statusCode: number, message: string, code = 'ERR_SHM') {
     super(message)
     this.name = 'SharedMemoryError'
     this.statusCode = statusCode
+    this.code = code
   }
 }
 
-const badRequest = (message: string) => new SharedMemoryError(400, message)
+const badRequest = (message: string, code: string) => new SharedMemoryError(400, message, code)
 
 // Registration (SPEC section 2)
 
 export const clientShmDisabled = () => new SharedMemoryError(501,
-  "Client shared memory is disabled. Register the plugin with 'allowClientShm: true' to enable.")
+  "Client shared memory is disabled. Register the plugin with 'allowClientShm: true' to enable.", 'ERR_SHM_CLIENT_SHM_DISABLED')
 
 export const missingField = (field: string) =>
-  badRequest(`Shared memory register request has no '${field}' field`)
+  badRequest(`Shared memory register request has no '${field}' field`, 'ERR_SHM_MISSING_FIELD')
 
 export const invalidField = (field: string, expected: string) =>
-  badRequest(`Shared memory register request field '${field}' must be ${expected}`)
+  badRequest(`Shared memory register request field '${field}' must be ${expected}`, 'ERR_SHM_INVALID_FIELD')
 
 export const invalidBody = (reason: string) =>
-  badRequest(`Shared memory register request is invalid: ${reason}`)
+  badRequest(`Shared memory register request is invalid: ${reason}`, 'ERR_SHM_INVALID_BODY')
 
 export const missingRegionName = (memory: 'system' | 'cuda' = 'system') =>
-  badRequest(`'region name' is necessary to register ${memory} shared memory region`)
+  badRequest(`'region name' is necessary to register ${memory} shared memory region`, 'ERR_SHM_MISSING_REGION_NAME')
 
 export const invalidKey = (name: string, key: string) =>
-  badRequest(`cannot register shared memory region '${name}' - invalid shm key '${key}'`)
+  badRequest(`cannot register shared memory region '${name}' - invalid shm key '${key}'`, 'ERR_SHM_INVALID_KEY')
 
 export const reservedKey = (name: string, key: string, prefix: string) =>
   badRequest(`cannot register shared memory region '${name}' with key '${key}' ` +
-    `as the key contains the reserved prefix '${prefix}'`)
+    `as the key contains the reserved prefix '${prefix}'`, 'ERR_SHM_RESERVED_KEY')
 
 export const duplicateRegion = (name: string) =>
-  badRequest(`shared memory region '${name}' already in manager`)
+  badRequest(`shared memory region '${name}' already in manager`, 'ERR_SHM_DUPLICATE_REGION')
 
 export const unableToOpen = (key: string) =>
-  badRequest(`Unable to open shared memory region: '${key}'`)
+  badRequest(`Unable to open shared memory region: '${key}'`, 'ERR_SHM_UNABLE_TO_OPEN')
 
 export const invalidRegisterArgs = (name: string) =>
-  badRequest(`failed to register shared memory region '${name}': invalid args`)
+  badRequest(`failed to register shared memory region '${name}': invalid args`, 'ERR_SHM_INVALID_REGISTER_ARGS')
 
 export const tooManyRegions = (name: string, maxRegions: number) =>
   badRequest(`cannot register shared memory region '${name}': ` +
-    `the server allows at most ${maxRegions} registered regions`)
+    `the server allows at most ${maxRegions} registered regions`, 'ERR_SHM_TOO_MANY_REGIONS')
 
 export const regionTooLarge = (name: string, byteSize: number, maxRegionBytes: number) =>
   badRequest(`cannot register shared memory region '${name}': byte_size ${byteSize} ` +
-    `exceeds the server's limit of ${maxRegionBytes} bytes per region`)
+    `exceeds the server's limit of ${maxRegionBytes} bytes per region`, 'ERR_SHM_REGION_TOO_LARGE')
 
 export const totalTooLarge = (name: string, byteSize: number, maxTotalBytes: number) =>
   badRequest(`cannot register shared memory region '${name}': mapping ${byteSize} more bytes ` +
-    `would exceed the server's limit of ${maxTotalBytes} bytes in total`)
+    `would exceed the server's limit of ${maxTotalBytes} bytes in total`, 'ERR_SHM_TOTAL_TOO_LARGE')
 
 export const cudaNotSupported = (name: string) =>
-  badRequest(`failed to register CUDA shared memory region: '${name}', GPUs not supported`)
+  badRequest(`failed to register CUDA shared memory region: '${name}', GPUs not supported`, 'ERR_SHM_CUDA_NOT_SUPPORTED')
 
 // Status
 
 export const regionStatusNotFound = (name: string) =>
-  new SharedMemoryError(404, `Unable to find system shared memory region: '${name}'`)
+  new SharedMemoryError(404, `Unable to find system shared memory region: '${name}'`, 'ERR_SHM_REGION_STATUS_NOT_FOUND')
 
 export const cudaRegionStatusNotFound = (name: string) =>
-  new SharedMemoryError(404, `Unable to find cuda shared memory region: '${name}'`)
+  new SharedMemoryError(404, `Unable to find cuda shared memory region: '${name}'`, 'ERR_SHM_CUDA_REGION_STATUS_NOT_FOUND')
 
 // Use by inference requests (SPEC section 4)
 
 export const regionNotFound = (name: string) =>
-  new SharedMemoryError(404, `Unable to find shared memory region: '${name}'`)
+  new SharedMemoryError(404, `Unable to find shared memory region: '${name}'`, 'ERR_SHM_REGION_NOT_FOUND')
 
 export const regionTruncated = (name: string) =>
   badRequest(`shared memory region '${name}' is no longer usable: its object was truncated below the region. ` +
-    'Unregister it, and register it again once the object is restored')
+    'Unregister it, and register it again once the object is restored', 'ERR_SHM_REGION_TRUNCATED')
 
 export const invalidOffset = (name: string) =>
-  badRequest(`Invalid offset for shared memory region: '${name}'`)
+  badRequest(`Invalid offset for shared memory region: '${name}'`, 'ERR_SHM_INVALID_OFFSET')
 
 export const offsetOverflow = (name: string, byteSize: bigint, offset: bigint) =>
   badRequest(`Integer overflow detected: byte_size (${byteSize}) + offset (${offset}) ` +
-    `exceeds maximum value (${UINT64_MAX}) for region '${name}'`)
+    `exceeds maximum value (${UINT64_MAX}) for region '${name}'`, 'ERR_SHM_OFFSET_OVERFLOW')
 
 export const invalidRange = (name: string) =>
-  badRequest(`Invalid offset + byte size for shared memory region: '${name}'`)
+  badRequest(`Invalid offset + byte size for shared memory region: '${name}'`, 'ERR_SHM_INVALID_RANGE')
 
 export const invalidUseArgs = (name: string) =>
-  badRequest(`shared memory offset and byte size for region '${name}' must be unsigned integers`)
+  badRequest(`shared memory offset and byte size for region '${name}' must be unsigned integers`, 'ERR_SHM_INVALID_USE_ARGS')
 
 // HTTP
 
 export const restrictedApi = (header: string) =>
-  new SharedMemoryError(403, `This API is restricted, expecting header '${header}'`)
+  new SharedMemoryError(403, `This API is restricted, expecting header '${header}'`, 'ERR_SHM_RESTRICTED_API')
 
-export const methodNotAllowed = () => new SharedMemoryError(405, 'Method Not Allowed')
+export const methodNotAllowed = () => new SharedMemoryError(405, 'Method Not Allowed', 'ERR_SHM_METHOD_NOT_ALLOWED')
 
-export const routeNotFound = () => new SharedMemoryError(404, 'Not Found')
+export const routeNotFound = () => new SharedMemoryError(404, 'Not Found', 'ERR_SHM_ROUTE_NOT_FOUND')
 
 // Inference requests (KServe V2, SPEC section 4)
 
@@ -111,60 +114,60 @@ const tensorFields = (fields: string[]) => fields.map((field) => `'${field}'`).j
 
 export const inputSourceCount = (setFields: string[]) =>
   badRequest("Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', " +
-    `'shared_memory_region' in 'parameters'. But ${setFields.length === 0 ? 'no field is set' : `set ${tensorFields(setFields)}`}`)
+    `'shared_memory_region' in 'parameters'. But ${setFields.length === 0 ? 'no field is set' : `set ${tensorFields(setFields)}`}`, 'ERR_SHM_INPUT_SOURCE_COUNT')
 
 export const inputByteSizeMismatch = (input: string, model: string, expected: number, received: number) =>
-  badRequest(`input byte size mismatch for input '${input}' for model '${model}'. Expected ${expected}, got ${received}`)
+  badRequest(`input byte size mismatch for input '${input}' for model '${model}'. Expected ${expected}, got ${received}`, 'ERR_SHM_INPUT_BYTE_SIZE_MISMATCH')
 
 export const inputElementCountMismatch = (input: string, model: string, expected: number, received: number) =>
   badRequest(`unexpected number of elements in 'data' for input '${input}' for model '${model}'. ` +
-    `Expected ${expected}, got ${received}`)
+    `Expected ${expected}, got ${received}`, 'ERR_SHM_INPUT_ELEMENT_COUNT_MISMATCH')
 
 export const invalidInputData = (input: string, datatype: string, expected: string) =>
-  badRequest(`'data' of input '${input}' holds a value that is not ${expected}, as ${datatype} requires`)
+  badRequest(`'data' of input '${input}' holds a value that is not ${expected}, as ${datatype} requires`, 'ERR_SHM_INVALID_INPUT_DATA')
 
 export const datatypeNotJson = (input: string, datatype: string) =>
   badRequest(`input '${input}' has datatype ${datatype}, which cannot be sent as JSON 'data': ` +
-    'use the binary data extension or shared memory')
+    'use the binary data extension or shared memory', 'ERR_SHM_DATATYPE_NOT_JSON')
 
 export const outputBinaryAndSharedMemory = () =>
-  badRequest("Output can't set both 'shared_memory_region' and 'binary_data'")
+  badRequest("Output can't set both 'shared_memory_region' and 'binary_data'", 'ERR_SHM_OUTPUT_BINARY_AND_SHARED_MEMORY')
 
 export const outputTooSmall = (output: string, byteSize: number, required: number) =>
   badRequest(`shared memory size specified with the request for output '${output}' (${byteSize} bytes) ` +
-    `should be at least ${required} bytes to hold the results`)
+    `should be at least ${required} bytes to hold the results`, 'ERR_SHM_OUTPUT_TOO_SMALL')
 
 export const missingSharedMemoryByteSize = (tensor: string) =>
-  badRequest(`'shared_memory_byte_size' must be set with 'shared_memory_region' for tensor '${tensor}'`)
+  badRequest(`'shared_memory_byte_size' must be set with 'shared_memory_region' for tensor '${tensor}'`, 'ERR_SHM_MISSING_SHARED_MEMORY_BYTE_SIZE')
 
 export const invalidTensorParameter = (tensor: string, parameter: string, expected: string) =>
-  badRequest(`parameter '${parameter}' of tensor '${tensor}' must be ${expected}`)
+  badRequest(`parameter '${parameter}' of tensor '${tensor}' must be ${expected}`, 'ERR_SHM_INVALID_TENSOR_PARAMETER')
 
 export const inputCountMismatch = (model: string, expected: number, received: number) =>
-  badRequest(`expected ${expected} inputs but got ${received} inputs for model '${model}'`)
+  badRequest(`expected ${expected} inputs but got ${received} inputs for model '${model}'`, 'ERR_SHM_INPUT_COUNT_MISMATCH')
 
 export const duplicateInput = (input: string) =>
-  badRequest(`input '${input}' already exists in request`)
+  badRequest(`input '${input}' already exists in request`, 'ERR_SHM_DUPLICATE_INPUT')
 
 export const unexpectedInput = (input: string, model: string) =>
-  badRequest(`unexpected inference input '${input}' for model '${model}'`)
+  badRequest(`unexpected inference input '${input}' for model '${model}'`, 'ERR_SHM_UNEXPECTED_INPUT')
 
 export const unexpectedOutput = (output: string, model: string) =>
-  badRequest(`unexpected inference output '${output}' for model '${model}'`)
+  badRequest(`unexpected inference output '${output}' for model '${model}'`, 'ERR_SHM_UNEXPECTED_OUTPUT')
 
 export const inputDatatypeMismatch = (received: string, expected: string, model: string) =>
-  badRequest(`inference input data-type is '${received}', model expects '${expected}' for '${model}'`)
+  badRequest(`inference input data-type is '${received}', model expects '${expected}' for '${model}'`, 'ERR_SHM_INPUT_DATATYPE_MISMATCH')
 
 export const inputShapeMismatch = (input: string, model: string, expected: number[], received: number[]) =>
   badRequest(`unexpected shape for input '${input}' for model '${model}'. ` +
-    `Expected [${expected.join(',')}], got [${received.join(',')}]`)
+    `Expected [${expected.join(',')}], got [${received.join(',')}]`, 'ERR_SHM_INPUT_SHAPE_MISMATCH')
 
 export const malformedBytesTensor = (tensor: string) =>
   badRequest(`BYTES data of tensor '${tensor}' is malformed: each element must be a 4-byte little-endian length ` +
-    'followed by that many bytes, filling the tensor exactly')
+    'followed by that many bytes, filling the tensor exactly', 'ERR_SHM_MALFORMED_BYTES_TENSOR')
 
 /** 499: nginx's "client closed request", logged like any client error and never sent. */
-export const clientClosedRequest = () => new SharedMemoryError(499, 'the client closed the request')
+export const clientClosedRequest = () => new SharedMemoryError(499, 'the client closed the request', 'ERR_SHM_CLIENT_CLOSED_REQUEST')
 
 export const invalidInferRequest = (reason: string) =>
-  badRequest(`Unable to parse inference request: ${reason}`)
+  badRequest(`Unable to parse inference request: ${reason}`, 'ERR_SHM_INVALID_INFER_REQUEST')

@@ -13,12 +13,12 @@ import { Registry } from './registry'
 import { routes } from './routes'
 
 const plugin: FastifyPluginAsync<FastifyTritonShmOptions> = async (app, options) => {
-  const { prefix, decorator = DEFAULT_DECORATOR, allowClientShm = true, restrictedApi, ...registryOptions } =
+  const { prefix, decorator = DEFAULT_DECORATOR, allowClientShm = true, restrictedApi, openapi = {}, ...registryOptions } =
     checkOptions(options)
   const registry = new Registry({ ...registryOptions, logger: app.log })
   app.decorate(decorator, registry)
   app.addHook('onClose', async () => registry.close())
-  await app.register(routes, { prefix, registry, allowClientShm, restrictedApi })
+  await app.register(routes, { prefix, registry, allowClientShm, restrictedApi, openapi })
 }
 
 const fastifyTritonShm = fp(plugin, { fastify: '5.x', name: 'fastify-triton-shm' })

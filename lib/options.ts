@@ -40,6 +40,15 @@ const optionsSchema = {
         maxTotalBytes: positiveInteger
       }
     },
+    openapi: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        hide: { type: 'boolean' },
+        systemTags: { type: 'array', items: { type: 'string' } },
+        cudaTags: { type: 'array', items: { type: 'string' } }
+      }
+    },
     // Fastify's own register options, which reach the plugin with the others.
     logLevel: { type: 'string' },
     logSerializers: { type: 'object' }

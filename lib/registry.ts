@@ -2,11 +2,13 @@
  * The table of registered regions of one Fastify instance, with Triton's rules: validation order,
  * duplicate names, deferred unregister while leases are live, limits and key policy.
  */
+import { EventEmitter } from 'node:events'
 import type {
-  Lease, Limits, RegionSource, RegistryLogger, RegistryOptions, SharedMemoryRegionStatus,
-  SystemSharedMemoryRegistry
+  Lease, Limits, RegionSource, RegistryCounters, RegistryEvents, RegistryLogger, RegistryOptions,
+  SharedMemoryRegionStatus, SystemSharedMemoryRegistry
 } from '../types'
 import * as errors from './errors'
+import { SharedMemoryError } from './errors'
 import { KeyPolicy } from './key-policy'
 import { RegionLease } from './lease'
 import { PosixShmError } from './posix-shm'
@@ -34,13 +36,16 @@ function toUnsigned (value: number | bigint): bigint | undefined {
   return Number.isInteger(value) && value >= 0 ? BigInt(value) : undefined
 }
 
-export class Registry implements SystemSharedMemoryRegistry {
+export class Registry extends EventEmitter<RegistryEvents> implements SystemSharedMemoryRegistry {
   readonly #regions = new Map<string, Region>()
   readonly #keyPolicy: KeyPolicy
   readonly #limits: Required<Limits>
   readonly #log: RegistryLogger
+  /** Refused registers and acquires, by error code. */
+  readonly #rejections = new Map<string, number>()
 
   constructor (options: RegistryOptions = {}) {
+    super()
     this.#keyPolicy = new KeyPolicy(options.allowKey, options.reservedKeyPrefixes)
     this.#limits = { ...DEFAULT_LIMITS, ...options.limits }
     this.#log = options.logger ?? silentLogger
@@ -52,8 +57,15 @@ export class Registry implements SystemSharedMemoryRegistry {
     } catch (error) {
       this.#log.debug({ region: name, key: source?.key, reason: (error as Error).message },
         'refused to register system shared memory region')
-      throw error
+      throw this.#rejected(error)
     }
+  }
+
+  /** Counts a refusal by its code (errors that are not the client's count as `ERR_SHM`). */
+  #rejected (error: unknown): unknown {
+    const code = error instanceof SharedMemoryError ? error.code : 'ERR_SHM'
+    this.#rejections.set(code, (this.#rejections.get(code) ?? 0) + 1)
+    return error
   }
 
   #register (name: string, { key, offset = 0, byteSize }: RegionSource): void {
@@ -63,21 +75,17 @@ export class Registry implements SystemSharedMemoryRegistry {
     this.#keyPolicy.check(name, key)
     if (this.#regions.has(name)) throw errors.duplicateRegion(name)
     this.#checkLimits(name, byteSize)
-    this.#regions.set(name, this.#map(name, key, offset, byteSize))
+    const region = this.#map(name, key, offset, byteSize)
+    this.#regions.set(name, region)
     this.#log.info({ region: name, key, offset, byteSize }, 'registered system shared memory region')
+    this.emit('register', region.status())
   }
 
   #checkLimits (name: string, byteSize: number): void {
     const { maxRegions, maxRegionBytes, maxTotalBytes } = this.#limits
     if (this.#regions.size >= maxRegions) throw errors.tooManyRegions(name, maxRegions)
     if (byteSize > maxRegionBytes) throw errors.regionTooLarge(name, byteSize, maxRegionBytes)
-    if (this.#mappedBytes() + byteSize > maxTotalBytes) throw errors.totalTooLarge(name, byteSize, maxTotalBytes)
-  }
-
-  #mappedBytes (): number {
-    let total = 0
-    for (const region of this.#regions.values()) total += region.byteSize
-    return total
+    if (this.counters().bytesMapped + byteSize > maxTotalBytes) throw errors.totalTooLarge(name, byteSize, maxTotalBytes)
   }
 
   #map (name: string, key: string, offset: number, byteSize: number): Region {
@@ -111,6 +119,7 @@ export class Registry implements SystemSharedMemoryRegistry {
     region.close()
     this.#log.info({ region: region.name, key: region.key, byteSize: region.byteSize },
       'unregistered system shared memory region')
+    this.emit('unregister', region.status())
   }
 
   status (name?: string): SharedMemoryRegionStatus[] {
@@ -129,6 +138,14 @@ export class Registry implements SystemSharedMemoryRegistry {
   }
 
   acquire (name: string, offset: number | bigint, byteSize: number | bigint): Lease {
+    try {
+      return this.#acquire(name, offset, byteSize)
+    } catch (error) {
+      throw this.#rejected(error)
+    }
+  }
+
+  #acquire (name: string, offset: number | bigint, byteSize: number | bigint): Lease {
     const region = this.#regions.get(name)
     if (region === undefined) throw errors.regionNotFound(name)
     if (!region.intact) throw errors.regionTruncated(name)
@@ -142,6 +159,22 @@ export class Registry implements SystemSharedMemoryRegistry {
     region.hold()
     return new RegionLease(name, region.view(Number(start), Number(length)), Number(start),
       () => { if (region.letGo()) this.#remove(region) })
+  }
+
+  counters (): RegistryCounters {
+    const counters: RegistryCounters = {
+      regions: this.#regions.size,
+      bytesMapped: 0,
+      liveLeases: 0,
+      deferredUnregisters: 0,
+      rejections: Object.fromEntries(this.#rejections)
+    }
+    for (const region of this.#regions.values()) {
+      counters.bytesMapped += region.byteSize
+      counters.liveLeases += region.liveLeases
+      if (region.unregisterPending) counters.deferredUnregisters++
+    }
+    return counters
   }
 
   close (): void {

@@ -9,7 +9,7 @@ import type {
   FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, HTTPMethods, onRequestHookHandler,
   preValidationHookHandler
 } from 'fastify'
-import type { RegisterRequestBody, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../types'
+import type { OpenApiOptions, RegisterRequestBody, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../types'
 import * as errors from './errors'
 import { SharedMemoryError } from './errors'
 import { type ApiSchemas, cudaSchemas, systemSchemas } from './schemas'
@@ -19,6 +19,7 @@ export interface RoutesOptions {
   registry: SystemSharedMemoryRegistry
   allowClientShm: boolean
   restrictedApi?: { header: string, value: string }
+  openapi: OpenApiOptions
 }
 
 /** The operations behind one family of routes (system or CUDA shared memory). */
@@ -127,6 +128,18 @@ function refuseOtherMethods (app: FastifyInstance, url: string, allowed: HTTPMet
   })
 }
 
+/** The schemas as the host's OpenAPI document should show them: the configured tags, or hidden. */
+function documented (schemas: ApiSchemas, hide = false, tags?: string[]): ApiSchemas {
+  const document = (schema: { tags: string[] }) => ({ ...schema, hide, tags: tags ?? schema.tags })
+  return {
+    status: document(schemas.status),
+    regionStatus: document(schemas.regionStatus),
+    register: document(schemas.register),
+    unregister: document(schemas.unregister),
+    unregisterAll: document(schemas.unregisterAll)
+  }
+}
+
 function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, schemas: ApiSchemas,
   registerGate: onRequestHookHandler) {
   const empty = async (_request: FastifyRequest, reply: FastifyReply) => reply.send()
@@ -202,6 +215,7 @@ export async function routes (app: FastifyInstance, options: RoutesOptions) {
   const registerGate: onRequestHookHandler = async () => {
     if (!options.allowClientShm) throw errors.clientShmDisabled()
   }
-  mountApi(app, '/v2/systemsharedmemory', systemApi(options.registry), systemSchemas, registerGate)
-  mountApi(app, '/v2/cudasharedmemory', cudaApi, cudaSchemas, registerGate)
+  const { hide, systemTags, cudaTags } = options.openapi
+  mountApi(app, '/v2/systemsharedmemory', systemApi(options.registry), documented(systemSchemas, hide, systemTags), registerGate)
+  mountApi(app, '/v2/cudasharedmemory', cudaApi, documented(cudaSchemas, hide, cudaTags), registerGate)
 }

@@ -63,7 +63,10 @@ const emptyResponses = (success: string, failure: string) => ({
 })
 
 /** The schema of each route of one API family (system or CUDA shared memory). */
-export type ApiSchemas = Record<'status' | 'regionStatus' | 'register' | 'unregister' | 'unregisterAll', object>
+export type ApiSchemas = Record<'status' | 'regionStatus' | 'register' | 'unregister' | 'unregisterAll', RouteSchema>
+
+/** A route's schema: validation and response shapes, and how the OpenAPI document shows it. */
+export interface RouteSchema { tags: string[], [keyword: string]: unknown }
 
 interface RouteDoc { operationId: string, summary: string, description: string }
 

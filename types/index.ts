@@ -1,3 +1,5 @@
+import type { EventEmitter } from 'node:events'
+
 /**
  * The public contract of fastify-triton-shm: the wire shapes of the published API, the plugin's
  * options, and the registry that the plugin decorates the Fastify instance with.
@@ -87,10 +89,42 @@ export interface FastifyTritonShmOptions extends Omit<RegistryOptions, 'logger'>
   allowClientShm?: boolean
   /** Serve the whole API only to requests that carry this header with this value (else 403). */
   restrictedApi?: { header: string, value: string }
+  /** How the routes appear in a host's OpenAPI document (@fastify/swagger). */
+  openapi?: OpenApiOptions
+}
+
+export interface OpenApiOptions {
+  /** Leave every route of this API out of the document. Default false. */
+  hide?: boolean
+  /** Tags of the system shared memory routes. Default `['System Shared Memory']`, as published. */
+  systemTags?: string[]
+  /** Tags of the CUDA shared memory routes. Default `['CUDA Shared Memory']`. */
+  cudaTags?: string[]
+}
+
+/** What a metrics plugin reads from the registry (see the README's metrics example). */
+export interface RegistryCounters {
+  /** Regions registered, including those waiting for a deferred unregister. */
+  regions: number
+  /** Bytes of all those regions. */
+  bytesMapped: number
+  /** Leases not yet released (typically, inference requests in flight). */
+  liveLeases: number
+  /** Regions unregistered while leased, waiting for their last lease. */
+  deferredUnregisters: number
+  /** Refused registrations and acquires since the registry was made, by error code. */
+  rejections: Record<string, number>
+}
+
+/** Events of the registry, each with the region's status: `register`, and `unregister` when a
+ * region is really unmapped (for a deferred unregister, when its last lease ends). */
+export interface RegistryEvents {
+  register: [region: SharedMemoryRegionStatus]
+  unregister: [region: SharedMemoryRegionStatus]
 }
 
 /** The registry: every registered region of one Fastify instance. */
-export interface SystemSharedMemoryRegistry {
+export interface SystemSharedMemoryRegistry extends EventEmitter<RegistryEvents> {
   /** Maps the region and adds it under `name`. Throws a `SharedMemoryError` on any failure. */
   register(name: string, source: RegionSource): void
   /** Removes the region now, or once its last lease ends. Unknown names are ignored. */
@@ -105,6 +139,8 @@ export interface SystemSharedMemoryRegistry {
    * Triton's checks and messages. Values may be numbers (even inexact ones above 2^53) or bigints.
    */
   acquire(name: string, offset: number | bigint, byteSize: number | bigint): Lease
+  /** Counts for metrics: regions, bytes mapped, live leases, deferred unregisters, rejections. */
+  counters(): RegistryCounters
   /** Unmaps every region at once, leased or not; views over them read as empty afterwards. */
   close(): void
 }
