@@ -133,7 +133,7 @@ t.test('JSON data', async (t) => {
       ['INT8', [-129], 'an integer from -128 to 127'],
       ['INT16', [32768], 'an integer from -32768 to 32767'],
       ['INT64', [0.5], 'an integer from -9223372036854775808 to 9223372036854775807'],
-      ['INT64', [9223372036854775807], 'an integer from -9223372036854775808 to 9223372036854775807'], // arrives as 2^63
+      ['INT64', [2 ** 63], 'an integer from -9223372036854775808 to 9223372036854775807'], // as 9223372036854775807 arrives
       ['UINT64', [-1], 'an integer from 0 to 18446744073709551615'],
       ['BYTES', [5], 'a string']
     ]

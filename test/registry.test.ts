@@ -369,6 +369,7 @@ t.test('acquire runs SPEC section 4\'s checks in order, with Triton\'s messages'
 
   // 3. byte_size > 2^64-1 - offset: numbers above 2^53 are inexact, but the check still fires
   throwsShm(t, () => registry.acquire('r', 0, 2 ** 64), 400, overflow('18446744073709551616', '0'), '2^64 as a number')
+  // eslint-disable-next-line @typescript-eslint/no-loss-of-precision -- the inexact number a client's JSON gives
   throwsShm(t, () => registry.acquire('r', 1, 18446744073709551615), 400, overflow('18446744073709551616', '1'),
     'UINT64_MAX as a number rounds up to 2^64')
   throwsShm(t, () => registry.acquire('r', 63, 2 ** 70), 400, overflow('1180591620717411303424', '63'))

@@ -10,7 +10,7 @@ import t, { type Test } from 'tap'
 import { parse } from 'yaml'
 import fastifyTritonShm, { type FastifyTritonShmOptions } from '../lib/index'
 
-type Json = Record<string, any> // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = Record<string, any>
 
 const published = parse(readFileSync(path.join(__dirname, '../docs/openapi.yaml'), 'utf8')) as Json
 

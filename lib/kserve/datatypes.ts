@@ -54,17 +54,17 @@ export const elementCount = (shape: number[]): number => shape.reduce((count, di
  * copied otherwise, as typed arrays cannot start at an unaligned offset.
  */
 export function typedArrayOver (datatype: Exclude<Datatype, 'BYTES'>, bytes: Uint8Array): TypedArray {
-  const Array = FIXED_SIZE[datatype].array
-  const length = bytes.byteLength / Array.BYTES_PER_ELEMENT
-  if (bytes.byteOffset % Array.BYTES_PER_ELEMENT === 0) return new Array(bytes.buffer, bytes.byteOffset, length)
+  const ArrayType = FIXED_SIZE[datatype].array
+  const length = bytes.byteLength / ArrayType.BYTES_PER_ELEMENT
+  if (bytes.byteOffset % ArrayType.BYTES_PER_ELEMENT === 0) return new ArrayType(bytes.buffer, bytes.byteOffset, length)
   // Not bytes.slice(): on a Buffer (a binary request body) it is a view, not a copy.
-  return new Array(new Uint8Array(bytes).buffer, 0, length)
+  return new ArrayType(new Uint8Array(bytes).buffer, 0, length)
 }
 
 /** A new zero-filled typed array for `count` elements. */
 export function newTypedArray (datatype: Exclude<Datatype, 'BYTES'>, count: number): TypedArray {
-  const { array: Array, elementBytes } = FIXED_SIZE[datatype]
-  return new Array(count * elementBytes / Array.BYTES_PER_ELEMENT)
+  const { array: ArrayType, elementBytes } = FIXED_SIZE[datatype]
+  return new ArrayType(count * elementBytes / ArrayType.BYTES_PER_ELEMENT)
 }
 
 /** The raw bytes of a typed array (no copy). */
@@ -83,11 +83,13 @@ export function typedArrayFromJson (input: string, datatype: Exclude<Datatype, '
   const { json, integer } = FIXED_SIZE[datatype]
   if (json === undefined) throw errors.datatypeNotJson(input, datatype)
   const data = newTypedArray(datatype, values.length)
-  const expected = json === 'boolean' ? 'a boolean' : 'a number'
+  const isBoolean = json === 'boolean'
   const range = integer === undefined ? undefined : integerRange(integer)
   for (let index = 0; index < values.length; index++) {
     const value = values[index]
-    if (typeof value !== (json === 'boolean' ? 'boolean' : 'number')) throw errors.invalidInputData(input, datatype, expected)
+    if (isBoolean ? typeof value !== 'boolean' : typeof value !== 'number') {
+      throw errors.invalidInputData(input, datatype, isBoolean ? 'a boolean' : 'a number')
+    }
     if (range !== undefined && !inRange(value as number, range)) {
       throw errors.invalidInputData(input, datatype, `an integer from ${BigInt(range[0])} to ${BigInt(range[1]) - 1n}`)
     }

@@ -147,7 +147,7 @@ export function infer (app: FastifyInstance, model: string, body: unknown,
  * `Inference-Header-Content-Length` header (and a Content-Type only if one is given).
  */
 export function binaryBody (header: unknown, chunks: Uint8Array[], contentType?: string):
-  { payload: Buffer, headers: Record<string, string> } {
+{ payload: Buffer, headers: Record<string, string> } {
   const json = Buffer.from(typeof header === 'string' ? header : JSON.stringify(header))
   const headers: Record<string, string> = { 'inference-header-content-length': String(json.length) }
   if (contentType !== undefined) headers['content-type'] = contentType

@@ -1,0 +1,6 @@
+'use strict'
+
+module.exports = require('neostandard')({
+  ts: true,
+  ignores: ['dist/**', 'build/**', 'coverage/**', '.tap/**']
+})
