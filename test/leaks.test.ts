@@ -3,15 +3,14 @@
  * deferred unregisters and every failing register path, closing the app leaves no shared memory
  * mapping in /proc/self/maps and no more file descriptors than before.
  */
-import { execFileSync } from 'node:child_process'
-import { mkdirSync, rmdirSync, rmSync } from 'node:fs'
 import Fastify from 'fastify'
 import t from 'tap'
 import fastifyTritonShm from '../lib/index'
 import { Registry } from '../lib/registry'
 import type { Lease } from '../types'
 import { registerBody, SYSTEM } from './helpers/app'
-import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, shmMappings, uniqueKey } from './helpers/shm'
+import { makeObject, mappingsOf, openFdCount, PAGE_SIZE, shmMappings, uniqueKey } from './helpers/shm'
+import { makeDirectory, makeFifo } from './helpers/special-objects'
 
 const CYCLES = 300
 
@@ -20,12 +19,8 @@ t.test('a long workload, then close: no mapping and no descriptor left', async (
   const size = 4 * PAGE_SIZE
   const keys = [makeObject(t, size, 'leak0'), makeObject(t, size, 'leak1'), makeObject(t, size, 'leak2')]
   const missing = uniqueKey('missing')
-  const fifo = uniqueKey('fifo')
-  execFileSync('mkfifo', [objectPath(fifo)])
-  t.teardown(() => rmSync(objectPath(fifo), { force: true }))
-  const directory = uniqueKey('dir')
-  mkdirSync(objectPath(directory))
-  t.teardown(() => rmdirSync(objectPath(directory)))
+  const fifo = makeFifo(t)
+  const directory = makeDirectory(t)
 
   const mappingsBefore = shmMappings()
   const fdsBefore = openFdCount()

@@ -2,11 +2,8 @@
  * lib/posix-shm.ts over real POSIX shared memory objects: mapping at any offset, sharing bytes
  * with the object's file, detaching on unmap, typed errors, and no descriptor ever left open.
  */
-import { execFile, execFileSync } from 'node:child_process'
-import {
-  closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmdirSync, rmSync, statSync,
-  symlinkSync, unlinkSync, writeFileSync, writeSync
-} from 'node:fs'
+import { execFile } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -14,9 +11,8 @@ import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import t, { type Test } from 'tap'
 import { createObject, mapObject, PosixShmError, unlinkObject, unmapObject } from '../lib/posix-shm'
-import {
-  makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, shmMappings, uniqueKey, unlinkOnTeardown
-} from './helpers/shm'
+import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, shmMappings, uniqueKey, unlinkOnTeardown, writeObjectFile } from './helpers/shm'
+import { makeDirectory, makeFifo } from './helpers/special-objects'
 
 const run = promisify(execFile)
 const packageRoot = path.resolve(__dirname, '..')
@@ -26,28 +22,6 @@ function mapForTest (t: Test, key: string, offset: number, byteSize: number): Ar
   const buffer = mapObject(key, offset, byteSize)
   t.teardown(() => { unmapObject(buffer) })
   return buffer
-}
-
-/** Writes bytes into the object's file at `position`, as another program would. */
-function writeFile (key: string, position: number, bytes: number[]): void {
-  const fd = openSync(objectPath(key), 'r+')
-  try {
-    writeSync(fd, Buffer.from(bytes), 0, bytes.length, position)
-  } finally {
-    closeSync(fd)
-  }
-}
-
-/** Reads bytes of the object's file at `position`. */
-function readFile (key: string, position: number, length: number): number[] {
-  const bytes = Buffer.alloc(length)
-  const fd = openSync(objectPath(key), 'r')
-  try {
-    readSync(fd, bytes, 0, length, position)
-  } finally {
-    closeSync(fd)
-  }
-  return [...bytes]
 }
 
 /** Runs `operation`, which must throw a PosixShmError with this code (and syscall, if any). */
@@ -66,14 +40,6 @@ function throwsShm (t: Test, operation: () => unknown, code: string, syscall?: s
   t.equal(error?.message, syscall === undefined ? code : `${syscall} failed: ${code}`, `${label}: message`)
 }
 
-/** A fifo in the shm directory: shm_open(O_RDWR) opens it, but it is no shared memory object. */
-function makeFifo (t: Test): string {
-  const key = uniqueKey('fifo')
-  execFileSync('mkfifo', [objectPath(key)])
-  t.teardown(() => rmSync(objectPath(key), { force: true }))
-  return key
-}
-
 t.test('map at offset 0: exactly byteSize, and bytes are shared both ways with the object file', async (t) => {
   const key = makeObject(t, 2 * PAGE_SIZE, 'map0')
   const buffer = mapForTest(t, key, 0, 100)
@@ -81,9 +47,9 @@ t.test('map at offset 0: exactly byteSize, and bytes are shared both ways with t
   t.equal(buffer.byteLength, 100, 'the ArrayBuffer is exactly the mapped range')
   t.equal(mappingsOf(key).length, 1, 'the mapping is listed in /proc/self/maps')
 
-  writeFile(key, 0, [1, 2, 3])
-  writeFile(key, 99, [0xab])
-  writeFile(key, 100, [0xcd]) // just past the range: must not be reachable
+  writeObjectFile(key, 0, [1, 2, 3])
+  writeObjectFile(key, 99, [0xab])
+  writeObjectFile(key, 100, [0xcd]) // just past the range: must not be reachable
   const view = new Uint8Array(buffer)
   t.same([...view.subarray(0, 3)], [1, 2, 3], 'file writes at the start are seen in the view')
   t.equal(view[99], 0xab, 'the last byte of the range is the object byte 99')
@@ -91,9 +57,9 @@ t.test('map at offset 0: exactly byteSize, and bytes are shared both ways with t
 
   view[50] = 0x77
   view.set([9, 8, 7], 10)
-  t.same(readFile(key, 50, 1), [0x77], 'view writes reach the object file')
-  t.same(readFile(key, 10, 3), [9, 8, 7])
-  t.same(readFile(key, 100, 1), [0xcd], 'the byte after the range is untouched')
+  t.same(readObjectFile(key, 50, 1), [0x77], 'view writes reach the object file')
+  t.same(readObjectFile(key, 10, 3), [9, 8, 7])
+  t.same(readObjectFile(key, 100, 1), [0xcd], 'the byte after the range is untouched')
 })
 
 t.test('map at offsets that are not page multiples points at the right bytes', async (t) => {
@@ -122,7 +88,7 @@ t.test('map at offsets that are not page multiples points at the right bytes', a
     t.equal(file[offset + byteSize - 1], 0x5a, `${label}: the last view byte is object byte ${offset + byteSize - 1}`)
     if (offset > 0) t.equal(file[offset - 1], pattern[offset - 1], `${label}: the byte before the range is untouched`)
 
-    writeFile(key, offset + (byteSize >> 1), [0xee])
+    writeObjectFile(key, offset + (byteSize >> 1), [0xee])
     t.equal(view[byteSize >> 1], 0xee, `${label}: a file write inside the range is seen at the same place`)
     t.ok(unmapObject(buffer), `${label}: unmapped`)
     writeFileSync(objectPath(key), pattern) // restore for the next case
@@ -143,7 +109,7 @@ t.test('two mappings of one object see each other\'s writes', async (t) => {
 
 t.test('unmap detaches the buffer: every view reads as empty, and the mapping is gone', async (t) => {
   const key = makeObject(t, PAGE_SIZE, 'detach')
-  writeFile(key, 0, [1, 2, 3, 4, 5, 6, 7, 8])
+  writeObjectFile(key, 0, [1, 2, 3, 4, 5, 6, 7, 8])
   const buffer = mapObject(key, 0, 64)
   const bytes = new Uint8Array(buffer)
   const middle = new Uint8Array(buffer, 8, 16)
@@ -166,13 +132,13 @@ t.test('unmap detaches the buffer: every view reads as empty, and the mapping is
   t.throws(() => dataView.byteLength, TypeError)
   t.same(mappingsOf(key), [], 'the mapping left /proc/self/maps')
   t.equal(unmapObject(buffer), false, 'a second unmap reports it was unmapped already')
-  t.same(readFile(key, 0, 8), [1, 2, 3, 4, 5, 6, 7, 8], 'the object itself is untouched')
+  t.same(readObjectFile(key, 0, 8), [1, 2, 3, 4, 5, 6, 7, 8], 'the object itself is untouched')
 })
 
 t.test('a mapping outlives the unlink of its object', async (t) => {
   const key = makeObject(t, PAGE_SIZE, 'unlinked')
   const view = new Uint8Array(mapForTest(t, key, 10, 20))
-  writeFile(key, 10, [33])
+  writeObjectFile(key, 10, [33])
   unlinkObject(key)
   t.notOk(existsSync(objectPath(key)), 'the name is gone')
   t.equal(view[0], 33, 'the mapping still reads the object')
@@ -205,7 +171,7 @@ t.test('createObject makes a zero-filled, mode 0600 regular object of the asked 
 t.test('keys are accepted with or without leading slashes', async (t) => {
   const key = makeObject(t, PAGE_SIZE, 'slashes')
   const bare = key.replace(/^\/+/, '')
-  writeFile(key, 0, [7])
+  writeObjectFile(key, 0, [7])
   for (const form of [bare, `/${bare}`, `///${bare}`]) {
     const buffer = mapObject(form, 0, 1)
     t.equal(new Uint8Array(buffer)[0], 7, `${form.slice(0, 4)}...: the same object`)
@@ -225,16 +191,14 @@ t.test('system call failures carry the errno name', async (t) => {
   throwsShm(t, () => unlinkObject(missing), 'ENOENT', 'shm_unlink', 'unlink of a missing key')
 
   const existing = makeObject(t, 100, 'exists')
-  writeFile(existing, 0, [5])
+  writeObjectFile(existing, 0, [5])
   throwsShm(t, () => createObject(existing, 4096), 'EEXIST', 'shm_open', 'create of an existing key')
   t.equal(statSync(objectPath(existing)).size, 100, 'the existing object keeps its size')
-  t.same(readFile(existing, 0, 1), [5], 'and its bytes')
+  t.same(readObjectFile(existing, 0, 1), [5], 'and its bytes')
 
   throwsShm(t, () => mapObject(`${existing}/inside`, 0, 1), 'EINVAL', 'shm_open', 'a key with a slash inside')
 
-  const directory = uniqueKey('dir')
-  mkdirSync(objectPath(directory))
-  t.teardown(() => rmdirSync(objectPath(directory)))
+  const directory = makeDirectory(t)
   throwsShm(t, () => mapObject(directory, 0, 1), 'EINVAL', 'shm_open', 'a directory cannot be opened read-write')
   throwsShm(t, () => unlinkObject(directory), 'EISDIR', 'shm_unlink', 'unlink of a directory')
   t.ok(existsSync(objectPath(directory)), 'the directory is still there')
@@ -334,7 +298,7 @@ t.test('keys longer than 255 bytes are refused, never cut short', async (t) => {
   const longest = `fts_${process.pid}_long_`.padEnd(255, 'k')
   unlinkOnTeardown(t, longest)
   createObject(longest, 16)
-  writeFile(longest, 0, [99])
+  writeObjectFile(longest, 0, [99])
   const buffer = mapObject(longest, 0, 16)
   t.equal(new Uint8Array(buffer)[0], 99, 'a 255-byte key works')
   unmapObject(buffer)
@@ -411,7 +375,7 @@ t.test('a buffer that is garbage-collected without unmap is unmapped by its fina
   t.same(mappingsOf(key), [], 'the finalizer unmapped the collected buffer')
   t.equal(mappingsOf(survivorKey).length, 1, 'the survivor is still mapped')
   t.equal(new Uint8Array(survivor)[0], 0x11, 'and still readable')
-  t.equal(readFile(survivorKey, 0, 1)[0], 0x11)
+  t.equal(readObjectFile(survivorKey, 0, 1)[0], 0x11)
 })
 
 t.test('the addon is found from the sources and from the compiled layout', async (t) => {

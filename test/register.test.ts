@@ -3,7 +3,7 @@
  * key validation, duplicates, opening the object, bounds, mapping at any offset, limits, and the
  * key options. Every refused request must leave the registry exactly as it was.
  */
-import { closeSync, openSync, readSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
@@ -12,7 +12,9 @@ import type { FastifyTritonShmOptions } from '../lib/index'
 import { createObject } from '../lib/posix-shm'
 import { buildApp, registerBody } from './helpers/app'
 import { assertEmptySuccess, assertError, register, registerRaw } from './helpers/http'
-import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, uniqueKey, unlinkOnTeardown } from './helpers/shm'
+import {
+  makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, uniqueKey, unlinkOnTeardown, writeObjectFile
+} from './helpers/shm'
 import { makeDirectory, makeFifo, makeSymlink } from './helpers/special-objects'
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
@@ -33,27 +35,6 @@ async function appWithOneRegion (t: Test, options: FastifyTritonShmOptions = {})
   const key = makeObject(t, 4 * PAGE_SIZE)
   assertEmptySuccess(t, await register(app, 'existing', key, 64))
   return { app, key }
-}
-
-/** Writes `bytes` into the object's file at `position`, as another process would. */
-function writeObject (key: string, position: number, bytes: Uint8Array): void {
-  const fd = openSync(objectPath(key), 'r+')
-  try {
-    writeSync(fd, bytes, 0, bytes.length, position)
-  } finally {
-    closeSync(fd)
-  }
-}
-
-function readObject (key: string, position: number, length: number): Buffer {
-  const bytes = Buffer.alloc(length)
-  const fd = openSync(objectPath(key), 'r')
-  try {
-    readSync(fd, bytes, 0, length, position)
-  } finally {
-    closeSync(fd)
-  }
-  return bytes
 }
 
 const missingKey = "Shared memory register request has no 'key' field"
@@ -131,7 +112,7 @@ t.test('2. the body', async (t) => {
   })
 
   t.test('offset defaults to 0', async (t) => {
-    writeObject(key, 0, Uint8Array.of(0xab, 0xcd))
+    writeObjectFile(key, 0, Uint8Array.of(0xab, 0xcd))
     assertEmptySuccess(t, await registerRaw(app, 'no-offset', JSON.stringify({ key, byte_size: 2 })))
     t.same(app.systemSharedMemory.status('no-offset'), [{ name: 'no-offset', key, offset: 0, byte_size: 2 }])
     const lease = app.systemSharedMemory.acquire('no-offset', 0, 2)
@@ -312,13 +293,13 @@ t.test('7. any offset works, page-aligned or not', async (t) => {
   for (const offset of [1, 7, 8, PAGE_SIZE - 1, PAGE_SIZE, PAGE_SIZE + 1, 2 * PAGE_SIZE - 50, 3 * PAGE_SIZE - byteSize]) {
     const name = `at-${offset}`
     const written = Uint8Array.from({ length: byteSize }, (_, index) => (offset + index * 7) % 251)
-    writeObject(key, offset, written)
+    writeObjectFile(key, offset, written)
     assertEmptySuccess(t, await register(app, name, key, byteSize, offset))
     const lease = app.systemSharedMemory.acquire(name, 0, byteSize)
     try {
       t.same([...lease.buffer], [...written], `offset ${offset}: reads the bytes written at that offset of the file`)
       lease.buffer[byteSize - 1] = 0xfe
-      t.equal(readObject(key, offset + byteSize - 1, 1)[0], 0xfe, `offset ${offset}: writes land at that offset of the file`)
+      t.equal(readObjectFile(key, offset + byteSize - 1, 1)[0], 0xfe, `offset ${offset}: writes land at that offset of the file`)
     } finally {
       lease.release()
     }

@@ -3,8 +3,7 @@
  * messages, status, the four checks of a use (SPEC section 4), leases, deferred unregister
  * (SPEC section 3), close, and logging.
  */
-import { execFileSync } from 'node:child_process'
-import { closeSync, mkdirSync, openSync, readSync, rmdirSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import t, { type Test } from 'tap'
 import { SharedMemoryError } from '../lib/errors'
 import { DEFAULT_RESERVED_KEY_PREFIXES } from '../lib/key-policy'
@@ -12,7 +11,8 @@ import { PosixShmError } from '../lib/posix-shm'
 import { Region } from '../lib/region'
 import { DEFAULT_LIMITS, Registry } from '../lib/registry'
 import type { Lease, RegistryOptions } from '../types'
-import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, uniqueKey } from './helpers/shm'
+import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, uniqueKey, writeObjectFile } from './helpers/shm'
+import { makeDirectory, makeFifo } from './helpers/special-objects'
 
 const UINT64_MAX = 2n ** 64n - 1n
 
@@ -48,26 +48,6 @@ function throwsShm (t: Test, operation: () => unknown, statusCode: number, messa
   t.type(thrown, SharedMemoryError, `${label}: a SharedMemoryError`)
   t.equal((thrown as SharedMemoryError)?.statusCode, statusCode, `${label}: status ${statusCode}`)
   t.equal((thrown as SharedMemoryError)?.message, message, `${label}: message`)
-}
-
-function writeFile (key: string, position: number, bytes: Uint8Array | number[]): void {
-  const fd = openSync(objectPath(key), 'r+')
-  try {
-    writeSync(fd, Uint8Array.from(bytes), 0, bytes.length, position)
-  } finally {
-    closeSync(fd)
-  }
-}
-
-function readFile (key: string, position: number, length: number): number[] {
-  const bytes = Buffer.alloc(length)
-  const fd = openSync(objectPath(key), 'r')
-  try {
-    readSync(fd, bytes, 0, length, position)
-  } finally {
-    closeSync(fd)
-  }
-  return [...bytes]
 }
 
 /** An object whose byte at position p is p & 0xff. */
@@ -278,12 +258,8 @@ t.test('register refuses objects it cannot open, non-regular objects and out-of-
   const size = PAGE_SIZE + 100
   const key = makeObject(t, size, 'bounds')
   const missing = uniqueKey('missing')
-  const fifo = uniqueKey('fifo')
-  execFileSync('mkfifo', [objectPath(fifo)])
-  t.teardown(() => rmSync(objectPath(fifo), { force: true }))
-  const directory = uniqueKey('dir')
-  mkdirSync(objectPath(directory))
-  t.teardown(() => rmdirSync(objectPath(directory)))
+  const fifo = makeFifo(t)
+  const directory = makeDirectory(t)
   const fdsBefore = openFdCount()
 
   throwsShm(t, () => registry.register('r', { key: missing, byteSize: 1 }), 400, unableToOpen(missing), 'a missing object')
@@ -425,11 +401,11 @@ t.test('a lease is exactly the requested slice of the registered bytes, shared w
 
   lease.buffer.set([1, 2, 3], 0)
   lease.buffer[19] = 0xfe
-  t.same(readFile(key, regionOffset + 10, 3), [1, 2, 3], 'writes through the lease reach the object')
-  t.same(readFile(key, regionOffset + 29, 2), [0xfe, (regionOffset + 30) & 0xff], 'and stop at the slice\'s end')
-  t.same(readFile(key, regionOffset + 9, 1), [(regionOffset + 9) & 0xff], 'the byte before is untouched')
+  t.same(readObjectFile(key, regionOffset + 10, 3), [1, 2, 3], 'writes through the lease reach the object')
+  t.same(readObjectFile(key, regionOffset + 29, 2), [0xfe, (regionOffset + 30) & 0xff], 'and stop at the slice\'s end')
+  t.same(readObjectFile(key, regionOffset + 9, 1), [(regionOffset + 9) & 0xff], 'the byte before is untouched')
 
-  writeFile(key, regionOffset + 15, [0x42])
+  writeObjectFile(key, regionOffset + 15, [0x42])
   t.equal(lease.buffer[5], 0x42, 'writes to the object are seen through the lease')
 
   const big = registry.acquire('r', 10n, 20n)

@@ -3,7 +3,7 @@
  * test ends, pass or fail.
  */
 import { randomBytes } from 'node:crypto'
-import { readdirSync, readFileSync } from 'node:fs'
+import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs'
 import type { Test } from 'tap'
 import { createObject, unlinkObject } from '../../lib/posix-shm'
 
@@ -37,6 +37,28 @@ export function makeObject (t: Test, byteSize: number, label?: string): string {
 
 /** The object's file in the kernel's shm directory, to read or write it as another program would. */
 export const objectPath = (key: string) => `/dev/shm/${key.replace(/^\/+/, '')}`
+
+/** Writes `bytes` into the object's file at `position`, as another program would (no mapping). */
+export function writeObjectFile (key: string, position: number, bytes: Uint8Array | number[]): void {
+  const fd = openSync(objectPath(key), 'r+')
+  try {
+    writeSync(fd, Uint8Array.from(bytes), 0, bytes.length, position)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** Reads `length` bytes of the object's file at `position`, as another program would. */
+export function readObjectFile (key: string, position: number, length: number): number[] {
+  const bytes = Buffer.alloc(length)
+  const fd = openSync(objectPath(key), 'r')
+  try {
+    readSync(fd, bytes, 0, length, position)
+  } finally {
+    closeSync(fd)
+  }
+  return [...bytes]
+}
 
 /** Lines of /proc/self/maps that map objects of the shm directory. */
 export const shmMappings = (): string[] =>
