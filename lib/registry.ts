@@ -178,7 +178,11 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   }
 
   close (): void {
-    for (const region of this.#regions.values()) region.close()
+    const regions = [...this.#regions.values()]
     this.#regions.clear()
+    for (const region of regions) {
+      region.close()
+      this.emit('unregister', region.status())
+    }
   }
 }

@@ -25,7 +25,8 @@ export interface RoutesOptions {
 /** The operations behind one family of routes (system or CUDA shared memory). */
 interface SharedMemoryApi {
   kind: 'system' | 'cuda'
-  status(): SharedMemoryRegionStatus[]
+  /** The status of every region as the JSON bytes to send. */
+  statusJson(): Buffer
   regionStatus(name: string): SharedMemoryRegionStatus[]
   register(name: string, body: RegisterRequestBody): void
   unregister(name: string): void
@@ -43,9 +44,14 @@ const HIDDEN = { hide: true } as FastifySchema
 type RegionRequest = FastifyRequest<{ Params: { region_name: string }, Body: RegisterRequestBody }>
 
 function systemApi (registry: SystemSharedMemoryRegistry): SharedMemoryApi {
+  // Clients poll the status far more often than they change it: it is serialized once per change.
+  let statusJson: Buffer | undefined
+  const forgetStatus = () => { statusJson = undefined }
+  registry.on('register', forgetStatus)
+  registry.on('unregister', forgetStatus)
   return {
     kind: 'system',
-    status: () => registry.status(),
+    statusJson: () => (statusJson ??= Buffer.from(JSON.stringify(registry.status()))),
     regionStatus: (name) => registry.status(name),
     register: (name, body) => registry.register(name, { key: body.key, offset: body.offset, byteSize: body.byte_size }),
     unregister: (name) => registry.unregister(name),
@@ -53,10 +59,12 @@ function systemApi (registry: SystemSharedMemoryRegistry): SharedMemoryApi {
   }
 }
 
+const EMPTY_LIST = Buffer.from('[]')
+
 /** A server without GPUs, as Triton answers: clients that clean up CUDA regions must not fail. */
 const cudaApi: SharedMemoryApi = {
   kind: 'cuda',
-  status: () => [],
+  statusJson: () => EMPTY_LIST,
   regionStatus: (name) => { throw errors.cudaRegionStatusNotFound(name) },
   register: (name) => { throw errors.cudaNotSupported(name) },
   unregister: () => {},
@@ -83,16 +91,23 @@ const parseRegisterBody: preValidationHookHandler = async (request) => {
   }
 }
 
+/** Every response of these routes is `application/json`, empty bodies included. */
+const json = (reply: FastifyReply) => reply.type('application/json')
+
+/** Sends `value` as JSON bytes: as a Buffer, it goes out with exactly the type set (no charset
+ * appended) and no serializer; the route schemas' response shapes document it. */
+const sendJson = (reply: FastifyReply, value: unknown) => json(reply).send(Buffer.from(JSON.stringify(value)))
+
 function sendError (error: Error & { statusCode?: number }, request: FastifyRequest, reply: FastifyReply) {
   if (error instanceof SharedMemoryError) {
-    return reply.code(error.statusCode).send({ error: error.message })
+    return sendJson(reply.code(error.statusCode), { error: error.message })
   }
   // Fastify's own client errors (body too large, bad Content-Length...) name no internals.
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
-    return reply.code(error.statusCode).send({ error: error.message })
+    return sendJson(reply.code(error.statusCode), { error: error.message })
   }
   request.log.error({ err: error }, 'shared memory API failed')
-  return reply.code(500).send({ error: 'Internal Server Error' })
+  return sendJson(reply.code(500), { error: 'Internal Server Error' })
 }
 
 function headerGate ({ header, value }: { header: string, value: string }): onRequestHookHandler {
@@ -111,6 +126,9 @@ const refuseEmptyRegionName: onRequestHookHandler = async (request) => {
   if ((request.params as { region_name?: string }).region_name === '') throw errors.routeNotFound()
 }
 
+/** The hooks a path needs before its own: a region path refuses an empty name first. */
+const pathHooks = (url: string): onRequestHookHandler[] => url.includes(':region_name') ? [refuseEmptyRegionName] : []
+
 /** Answers 405 with `Allow` for every method a path does not serve, before any body is read. */
 function refuseOtherMethods (app: FastifyInstance, url: string, allowed: HTTPMethods[]) {
   const allow = allowed.includes('GET') ? [...allowed, 'HEAD'] : allowed
@@ -123,7 +141,7 @@ function refuseOtherMethods (app: FastifyInstance, url: string, allowed: HTTPMet
     method: ALL_METHODS.filter((method) => !allow.includes(method)),
     url,
     schema: HIDDEN,
-    onRequest: refuse,
+    onRequest: [...pathHooks(url), refuse],
     handler: refuse
   })
 }
@@ -142,20 +160,26 @@ function documented (schemas: ApiSchemas, hide = false, tags?: string[]): ApiSch
 
 function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, schemas: ApiSchemas,
   registerGate: onRequestHookHandler) {
-  const empty = async (_request: FastifyRequest, reply: FastifyReply) => reply.send()
+  const empty = async (_request: FastifyRequest, reply: FastifyReply) => json(reply).send()
   const routes = [
-    { method: 'GET', url: '/status', schema: schemas.status, handler: async () => api.status() },
+    {
+      method: 'GET',
+      url: '/status',
+      schema: schemas.status,
+      // Already JSON bytes: sent as they are, with no serializer.
+      handler: async (_request: FastifyRequest, reply: FastifyReply) => json(reply).send(api.statusJson())
+    },
     {
       method: 'GET',
       url: '/region/:region_name/status',
       schema: schemas.regionStatus,
-      handler: async (request: RegionRequest) => api.regionStatus(request.params.region_name)
+      handler: async (request: RegionRequest, reply: FastifyReply) => sendJson(reply, api.regionStatus(request.params.region_name))
     },
     {
       method: 'POST',
       url: '/region/:region_name/register',
       schema: schemas.register,
-      onRequest: registerGate,
+      onRequest: [registerGate],
       // CUDA registrations are refused whatever they send: only a route with a body schema reads its body.
       preValidation: 'body' in schemas.register ? parseRegisterBody : undefined,
       handler: async (request: RegionRequest, reply: FastifyReply) => {
@@ -185,12 +209,13 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       method: 'POST',
       url: '/register',
       schema: HIDDEN,
-      onRequest: registerGate,
+      onRequest: [registerGate],
       handler: async () => { throw errors.missingRegionName(api.kind) }
     }
   ] as const
   for (const route of routes) {
-    app.route({ ...route, url: base + route.url } as Parameters<FastifyInstance['route']>[0])
+    const onRequest = [...pathHooks(route.url), ...('onRequest' in route ? route.onRequest : [])]
+    app.route({ ...route, url: base + route.url, onRequest } as Parameters<FastifyInstance['route']>[0])
     refuseOtherMethods(app, base + route.url, [route.method])
   }
   // Any other path of the API is no route either, answered in the API's own error shape.
@@ -205,12 +230,7 @@ export async function routes (app: FastifyInstance, options: RoutesOptions) {
   // Whatever the Content-Type (clients send none, text/plain, or a form type), bodies arrive as text.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, keepBodyText)
-  app.addHook('onSend', async (_request, reply, payload) => {
-    reply.type('application/json')
-    return payload
-  })
   if (options.restrictedApi !== undefined) app.addHook('onRequest', headerGate(options.restrictedApi))
-  app.addHook('onRequest', refuseEmptyRegionName)
 
   const registerGate: onRequestHookHandler = async () => {
     if (!options.allowClientShm) throw errors.clientShmDisabled()

@@ -57,6 +57,10 @@ t.test('events: register, and unregister when a region is really unmapped', asyn
   t.same(seen, ['register a 64'], 'a refused register and a deferred unregister emit nothing')
   lease.release()
   t.same(seen, ['register a 64', 'unregister a 64'], 'unregister is emitted when the last lease ends')
+
+  registry.register('b', { key, byteSize: 32 })
+  registry.close()
+  t.same(seen.slice(2), ['register b 32', 'unregister b 32'], 'close unmaps, so it emits unregister too')
 })
 
 t.test('the metrics example: fastify-metrics scrapes the registry', async (t) => {

@@ -117,7 +117,7 @@ export interface RegistryCounters {
 }
 
 /** Events of the registry, each with the region's status: `register`, and `unregister` when a
- * region is really unmapped (for a deferred unregister, when its last lease ends). */
+ * region is really unmapped (for a deferred unregister, when its last lease ends; on `close()`). */
 export interface RegistryEvents {
   register: [region: SharedMemoryRegionStatus]
   unregister: [region: SharedMemoryRegionStatus]
