@@ -1,0 +1,307 @@
+/**
+ * The bench runner: `npm run bench` (full, minutes) or `npm run bench -- --quick` (every figure,
+ * smaller sizes, under 2 minutes on 2 cores). `--cpu-prof` also profiles the server child
+ * (bench/results/profiles/; read them with `npx tsx bench/profile.ts <file>`).
+ *
+ * Progress goes to stderr; each suite prints a table on stdout; the last line on stdout is one
+ * JSON object with the headline figures, each a ratio against a baseline measured in this run.
+ * Results (JSON) and a plot (SVG) are written to bench/results/.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { bytes, elapsedSeconds, gbPerSecond, ms, num, progress, ratio, table } from './format'
+import { type InferPoint, inferSuite } from './infer'
+import { TRANSPORTS, type Transport } from './infer-fixtures'
+import { MemcpyBaseline } from './memcpy'
+import { type Chart, renderSvg } from './plot'
+import { registerSuite } from './register'
+import { registerHttpSuite } from './register-http'
+import { routeSuite } from './route'
+import { ServerProcess } from './server-process'
+import { removeAllObjects } from './shm-objects'
+import { round } from './stats'
+import { SyscallsProgram } from './syscalls'
+import { viewsSuite } from './views'
+
+const KiB = 1024
+const MiB = 1024 ** 2
+const GiB = 1024 ** 3
+const RESULTS_DIR = path.join(__dirname, 'results')
+
+interface Plan {
+  mode: 'quick' | 'full'
+  register: { sizes: number[], batchSeconds: number, batches: number }
+  views: { sizes: number[], iterations: number, batches: number }
+  route: { rounds: number, secondsPerRun: number, connections: number, pipelining: number }
+  registerHttp: { seconds: number, connections: number }
+  infer: { sizes: number[], headlineBytes: number, connections: number, targetSeconds: number, rounds: number, maxRequests: number }
+}
+
+const PLANS: Record<Plan['mode'], Plan> = {
+  quick: {
+    mode: 'quick',
+    register: { sizes: [4 * KiB, 64 * KiB, 64 * MiB, GiB], batchSeconds: 0.05, batches: 5 },
+    views: { sizes: [4 * KiB, MiB, GiB], iterations: 50_000, batches: 5 },
+    route: { rounds: 3, secondsPerRun: 1.5, connections: 10, pipelining: 8 },
+    registerHttp: { seconds: 2, connections: 4 },
+    infer: { sizes: [64 * KiB, MiB, 4 * MiB], headlineBytes: 4 * MiB, connections: 2, targetSeconds: 1.5, rounds: 2, maxRequests: 20_000 }
+  },
+  full: {
+    mode: 'full',
+    register: { sizes: [4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB, GiB], batchSeconds: 0.2, batches: 9 },
+    views: { sizes: [4 * KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB, GiB], iterations: 200_000, batches: 9 },
+    route: { rounds: 6, secondsPerRun: 4, connections: 10, pipelining: 8 },
+    registerHttp: { seconds: 8, connections: 4 },
+    infer: { sizes: [64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB], headlineBytes: 16 * MiB, connections: 2, targetSeconds: 6, rounds: 3, maxRequests: 100_000 }
+  }
+}
+
+const GOALS = {
+  routeRatio: { at: 'least', value: 0.9 },
+  registerCycleVsSyscalls: { at: 'most', value: 2 },
+  viewLargeVsSmall: { at: 'most', value: 1.5 },
+  inferSpeedupVsJson: { at: 'least', value: 50 },
+  inferSpeedupVsBinary: { at: 'least', value: 5 },
+  shmBandwidthVsMemcpy: { at: 'least', value: 0.3 }
+} as const
+
+type Headline = keyof typeof GOALS
+
+const met = (key: Headline, value: number) => GOALS[key].at === 'least' ? value >= GOALS[key].value : value <= GOALS[key].value
+const goalText = (key: Headline) => `${GOALS[key].at === 'least' ? '>=' : '<='} ${GOALS[key].value}`
+
+function parseArgs (argv: string[]) {
+  const known = new Set(['--quick', '--cpu-prof'])
+  const unknown = argv.filter((arg) => !known.has(arg))
+  if (unknown.length > 0) throw new Error(`unknown option ${unknown.join(' ')} (options: --quick, --cpu-prof)`)
+  return { quick: argv.includes('--quick'), cpuProf: argv.includes('--cpu-prof') }
+}
+
+function machine () {
+  const cpus = os.cpus()
+  return { cpus: cpus.length, cpuModel: cpus[0]?.model ?? 'unknown', memoryBytes: os.totalmem(), node: process.version, platform: `${os.type()} ${os.release()}` }
+}
+
+const pointOf = (points: InferPoint[], transport: Transport, tensorBytes: number) =>
+  points.find((point) => point.transport === transport && point.tensorBytes === tensorBytes)
+
+function inferRatios (points: InferPoint[], tensorBytes: number, memcpyMovedPerSecond: number) {
+  const rps = (transport: Transport) => pointOf(points, transport, tensorBytes)?.requestsPerSecond ?? Number.NaN
+  const shm = pointOf(points, 'shm', tensorBytes)
+  return {
+    vsJson: rps('shm') / rps('json'),
+    vsBinary: rps('shm') / rps('binary'),
+    bandwidthVsMemcpy: (shm?.tensorBytesPerSecond ?? Number.NaN) / memcpyMovedPerSecond
+  }
+}
+
+async function main () {
+  const options = parseArgs(process.argv.slice(2))
+  const plan = PLANS[options.quick ? 'quick' : 'full']
+  mkdirSync(RESULTS_DIR, { recursive: true })
+  const profileDir = options.cpuProf ? path.join(RESULTS_DIR, 'profiles') : undefined
+  if (profileDir !== undefined) {
+    mkdirSync(profileDir, { recursive: true })
+    writeFileSync(path.join(profileDir, '.gitignore'), '*\n')
+  }
+  const host = machine()
+  progress(`fastify-triton-shm bench, ${plan.mode} mode: ${host.cpus} x ${host.cpuModel}, node ${host.node}`)
+  const out: string[] = []
+  const print = (text: string) => { out.push(text); process.stdout.write(text + '\n') }
+
+  // Programmatic suites first, in this process, before any HTTP load has run in it.
+  progress('compiling bench/syscalls.c')
+  const syscalls = SyscallsProgram.compile()
+  progress(`register + unregister, programmatic vs C syscalls, regions ${plan.register.sizes.map(bytes).join(', ')}`)
+  const register = registerSuite(syscalls, plan.register)
+  print(table('Register + unregister, programmatic (ns per cycle, median of batches)',
+    ['region', 'Registry', 'addon only', 'C syscalls', 'Registry / C'],
+    register.map((point) => [bytes(point.regionBytes), num(point.registryNs), num(point.addonNs), num(point.syscallsNs), ratio(point.ratio)]),
+    ['Registry: `new Registry().register(name, {key, byteSize})` + `unregister(name)`. addon only: `mapObject` + `unmapObject`.',
+      'C syscalls: bench/syscalls.c, shm_open + fstat + mmap + close + munmap of the same object, compiled with cc -O2.',
+      'From 64 MiB up, V8 counts each new ArrayBuffer over a mapping as 64 MiB+ of external memory it allocated, and starts a GC.']))
+
+  progress(`acquire + release by region size: ${plan.views.sizes.map(bytes).join(', ')}`)
+  const views = viewsSuite(plan.views)
+  const smallView = views[0]
+  const largeView = views[views.length - 1]
+  print(table('Lease: acquire + release of a whole region (ns, median of batches)',
+    ['region', 'ns', `vs ${bytes(smallView.regionBytes)}`],
+    views.map((point) => [bytes(point.regionBytes), num(point.ns), ratio(point.ns / smallView.ns)]),
+    ['Objects are sparse (ftruncate only): a 1 GiB region costs address space, not memory.']))
+
+  const memcpy = new MemcpyBaseline()
+  progress(`compiling bench/server.ts to plain JS and starting it as a child process${profileDir === undefined ? '' : ` (CPU profile to ${profileDir})`}`)
+  const server = await ServerProcess.start({ cpuProfileDir: profileDir })
+  let route, registerHttp, infer
+  const rssAfter: Record<string, number> = {}
+  try {
+    rssAfter.start = (await server.stats()).peakRssBytes
+    progress(`route: status (16 regions) vs bare route, ${plan.route.rounds} rounds of ${plan.route.secondsPerRun} s each`)
+    route = await routeSuite(server, plan.route)
+    rssAfter.route = (await server.stats()).peakRssBytes
+    progress(`register + unregister over HTTP, ${plan.registerHttp.seconds} s`)
+    registerHttp = await registerHttpSuite(server, plan.registerHttp)
+    rssAfter.registerHttp = (await server.stats()).peakRssBytes
+    progress(`inference, tensors of ${plan.infer.sizes.map(bytes).join(', ')}`)
+    infer = await inferSuite(server, memcpy, { ...plan.infer, transports: TRANSPORTS })
+    rssAfter.infer = (await server.stats()).peakRssBytes
+  } finally {
+    progress('stopping the server child')
+    await server.stop()
+  }
+
+  print(table(`Route: GET /v2/systemsharedmemory/status vs a bare Fastify route (${route.regions} regions, ${route.responseBytes}-byte JSON)`,
+    ['route', 'req/s', 'p50', 'p99', 'server CPU/req', 'server CPU busy'],
+    [route.status, route.bare].map((figures) => [figures.path, num(figures.requestsPerSecond), ms(figures.latencyMs.p50),
+      ms(figures.latencyMs.p99), `${num(figures.serverCpuMicrosPerRequest)} µs`, `${Math.round(figures.serverCpuBusy * 100)}%`]),
+    [`routeRatio (status req/s / bare req/s, median of ${route.rounds} alternating rounds of ${route.secondsPerRun} s, ${route.connections} connections x ${route.pipelining} pipelined): ${ratio(route.ratio)}`,
+      'Latencies include waiting behind the requests pipelined before them. Server CPU busy near 100% means the server, not the load generator, set the rate.',
+      `server CPU per request, bare / status: ${ratio(route.cpuRatio)} (does not depend on whether the load generator kept the server busy)`]))
+
+  print(table(`Register + unregister over HTTP (${bytes(registerHttp.regionBytes)} region, ${registerHttp.connections} connections, ${num(registerHttp.seconds)} s)`,
+    ['request', 'p50', 'p99', 'samples'],
+    [['register', ms(registerHttp.registerMs.p50), ms(registerHttp.registerMs.p99), registerHttp.registerMs.samples],
+      ['unregister', ms(registerHttp.unregisterMs.p50), ms(registerHttp.unregisterMs.p99), registerHttp.unregisterMs.samples]],
+    [`${num(registerHttp.cyclesPerSecond)} register + unregister pairs per second`]))
+
+  const memcpyResult = MemcpyBaseline.summarize(infer.memcpySeconds)
+  print(table(`Inference: add_sub_fp32, ${plan.infer.connections} connections (sizes are per tensor; each request reads 2 and writes 2)`,
+    ['tensor', 'transport', 'req/s', 'p50', 'p99', 'requests', 'tensor bytes/s', 'server peak RSS'],
+    infer.points.map((point) => point.skipped !== undefined
+      ? [bytes(point.tensorBytes), point.transport, 'not measured', '', '', '', '', '']
+      : [bytes(point.tensorBytes), point.transport, num(point.requestsPerSecond as number), ms(point.latencyMs?.p50 as number),
+          ms(point.latencyMs?.p99 as number), point.completed as number, gbPerSecond(point.tensorBytesPerSecond as number),
+          bytes(point.serverPeakRssBytes as number)]),
+    [...new Set(infer.points.filter((point) => point.skipped).map((point) => `json ${bytes(point.tensorBytes)} not measured: ${point.skipped}.`)),
+      'shm: inputs and outputs in registered regions. binary: binary tensor data extension (Inference-Header-Content-Length, binary outputs).',
+      'json: inputs and outputs as JSON `data`. Values: random FP32 in [0, 1). Every transport\'s outputs were checked element by element once per size.',
+      `memcpy baseline: Buffer#copy of ${bytes(memcpyResult.bufferBytes)}, one core, ${infer.memcpySeconds.length} copies between the rounds: ` +
+        `${gbPerSecond(memcpyResult.copiedBytesPerSecond)} copied = ${gbPerSecond(memcpyResult.movedBytesPerSecond)} moved (read + written).`]))
+
+  const sizes = plan.infer.sizes
+  print(table('Inference: shared memory against the other transports, by tensor size',
+    ['tensor', 'shm / json', 'shm / binary', 'shm bytes moved / memcpy bytes moved', 'shm bytes moved / memcpy bytes copied'],
+    sizes.map((tensorBytes) => {
+      const ratios = inferRatios(infer.points, tensorBytes, memcpyResult.movedBytesPerSecond)
+      return [bytes(tensorBytes), Number.isNaN(ratios.vsJson) ? 'n/a' : ratio(ratios.vsJson), ratio(ratios.vsBinary),
+        ratio(ratios.bandwidthVsMemcpy), ratio(ratios.bandwidthVsMemcpy * 2)]
+    })))
+
+  const headlineBytes = plan.infer.headlineBytes
+  const headlineRatios = inferRatios(infer.points, headlineBytes, memcpyResult.movedBytesPerSecond)
+  const worstRegister = register.reduce((worst, point) => point.ratio > worst.ratio ? point : worst)
+  const headline: Record<Headline, number> = {
+    routeRatio: route.ratio,
+    registerCycleVsSyscalls: worstRegister.ratio,
+    viewLargeVsSmall: largeView.ns / smallView.ns,
+    inferSpeedupVsJson: headlineRatios.vsJson,
+    inferSpeedupVsBinary: headlineRatios.vsBinary,
+    shmBandwidthVsMemcpy: headlineRatios.bandwidthVsMemcpy
+  }
+  const how: Record<Headline, string> = {
+    routeRatio: `status / bare req/s, ${route.regions} regions`,
+    registerCycleVsSyscalls: `worst region size: ${bytes(worstRegister.regionBytes)} (${register.map((point) => `${bytes(point.regionBytes)} ${num(point.ratio)}`).join(', ')})`,
+    viewLargeVsSmall: `${bytes(largeView.regionBytes)} vs ${bytes(smallView.regionBytes)}`,
+    inferSpeedupVsJson: `req/s, ${bytes(headlineBytes)} tensors`,
+    inferSpeedupVsBinary: `req/s, ${bytes(headlineBytes)} tensors`,
+    shmBandwidthVsMemcpy: `${bytes(headlineBytes)} tensors; read + written on both sides (vs bytes copied: ${num(headlineRatios.bandwidthVsMemcpy * 2)})`
+  }
+  const peakRssBytes = Math.max(...Object.values(rssAfter))
+  print(table(`Summary (${plan.mode} run, ${elapsedSeconds().toFixed(0)} s)`, ['figure', 'value', 'goal', 'met', 'measured as'],
+    (Object.keys(GOALS) as Headline[]).map((key) => [key, num(headline[key]), goalText(key), met(key, headline[key]) ? 'yes' : 'NO', how[key]]),
+    [`Server peak RSS: ${bytes(peakRssBytes)} (after route ${bytes(rssAfter.route)}, register over HTTP ${bytes(rssAfter.registerHttp)}, inference ${bytes(rssAfter.infer)}).`,
+      `Sizes: inference tensors ${sizes.map(bytes).join(', ')} (headline ${bytes(headlineBytes)}); register regions ${plan.register.sizes.map(bytes).join(', ')}; ` +
+      `lease regions ${plan.views.sizes.map(bytes).join(', ')}.`,
+      `Machine: ${host.cpus} x ${host.cpuModel}, ${bytes(host.memoryBytes)}, ${host.platform}, node ${host.node}.`]))
+
+  const latency = Object.fromEntries(infer.points.filter((point) => point.tensorBytes === headlineBytes && point.latencyMs !== undefined)
+    .map((point) => [`infer_${point.transport}`, { p50Ms: round(point.latencyMs?.p50 as number), p99Ms: round(point.latencyMs?.p99 as number) }]))
+  const summary = {
+    mode: plan.mode,
+    ...Object.fromEntries(Object.entries(headline).map(([key, value]) => [key, round(value)])),
+    tensorBytes: headlineBytes,
+    registerRegionBytes: worstRegister.regionBytes,
+    registerCycleVsSyscallsBySize: Object.fromEntries(register.map((point) => [point.regionBytes, round(point.ratio)])),
+    viewRegionBytes: [smallView.regionBytes, largeView.regionBytes],
+    routeCpuRatio: round(route.cpuRatio),
+    latency: {
+      ...latency,
+      register_http: { p50Ms: round(registerHttp.registerMs.p50), p99Ms: round(registerHttp.registerMs.p99) },
+      unregister_http: { p50Ms: round(registerHttp.unregisterMs.p50), p99Ms: round(registerHttp.unregisterMs.p99) }
+    },
+    serverPeakRssBytes: peakRssBytes,
+    memcpyCopiedBytesPerSecond: round(memcpyResult.copiedBytesPerSecond),
+    goalsMet: Object.fromEntries((Object.keys(GOALS) as Headline[]).map((key) => [key, met(key, headline[key])])),
+    seconds: round(elapsedSeconds())
+  }
+
+  const suffix = plan.mode === 'quick' ? '-quick' : ''
+  const resultsFile = path.join(RESULTS_DIR, `results${suffix}.json`)
+  const plotFile = path.join(RESULTS_DIR, `scaling${suffix}.svg`)
+  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, views, route, registerHttp, memcpy: memcpyResult, infer, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
+  writeFileSync(plotFile, renderSvg(`fastify-triton-shm bench (${plan.mode})`,
+    `${host.cpus} x ${host.cpuModel}, node ${host.node}; add_sub_fp32, ${plan.infer.connections} connections; ${new Date().toISOString().slice(0, 16)}Z`,
+    charts(infer.points, sizes, memcpyResult.movedBytesPerSecond, register, views)))
+  progress(`wrote ${path.relative(process.cwd(), resultsFile)} and ${path.relative(process.cwd(), plotFile)}`)
+  process.stdout.write(JSON.stringify(summary) + '\n')
+}
+
+const COLORS: Record<Transport, string> = { shm: '#1f77b4', binary: '#ff7f0e', json: '#2ca02c' }
+
+function charts (points: InferPoint[], sizes: number[], memcpyMoved: number, register: ReturnType<typeof registerSuite>,
+  views: ReturnType<typeof viewsSuite>): Chart[] {
+  const measured = (transport: Transport) => points.filter((point) => point.transport === transport && point.skipped === undefined)
+  const ratioSeries = (label: string, color: string, pick: (ratios: ReturnType<typeof inferRatios>) => number) => ({
+    label, color, points: sizes.map((x) => ({ x, y: pick(inferRatios(points, x, memcpyMoved)) })).filter((point) => Number.isFinite(point.y))
+  })
+  return [
+    {
+      title: 'Inference throughput',
+      xLabel: 'tensor size (each of 2 inputs, 2 outputs)',
+      yLabel: 'requests per second',
+      series: TRANSPORTS.map((transport) => ({ label: transport, color: COLORS[transport], points: measured(transport).map((point) => ({ x: point.tensorBytes, y: point.requestsPerSecond as number })) }))
+    },
+    {
+      title: 'Shared memory vs the other transports',
+      xLabel: 'tensor size',
+      yLabel: 'ratio',
+      series: [
+        ratioSeries('shm / json req/s', COLORS.json, (ratios) => ratios.vsJson),
+        ratioSeries('shm / binary req/s', COLORS.binary, (ratios) => ratios.vsBinary),
+        ratioSeries('shm / memcpy bytes moved', '#9467bd', (ratios) => ratios.bandwidthVsMemcpy)
+      ],
+      references: [
+        { label: 'goal vs json 50', y: 50, color: COLORS.json },
+        { label: 'goal vs binary 5', y: 5, color: COLORS.binary },
+        { label: 'goal vs memcpy 0.3', y: 0.3, color: '#9467bd' }
+      ]
+    },
+    {
+      title: 'Inference latency',
+      xLabel: 'tensor size',
+      yLabel: 'milliseconds',
+      series: TRANSPORTS.flatMap((transport) => [
+        { label: `${transport} p50`, color: COLORS[transport], points: measured(transport).map((point) => ({ x: point.tensorBytes, y: point.latencyMs?.p50 as number })) },
+        { label: `${transport} p99`, color: COLORS[transport], dashed: true, points: measured(transport).map((point) => ({ x: point.tensorBytes, y: point.latencyMs?.p99 as number })) }
+      ])
+    },
+    {
+      title: 'Register + unregister and lease cost by region size',
+      xLabel: 'region size',
+      yLabel: 'nanoseconds',
+      series: [
+        { label: 'register (Registry)', color: '#d62728', points: register.map((point) => ({ x: point.regionBytes, y: point.registryNs })) },
+        { label: 'register (C syscalls)', color: '#d62728', dashed: true, points: register.map((point) => ({ x: point.regionBytes, y: point.syscallsNs })) },
+        { label: 'acquire + release', color: '#17becf', points: views.map((point) => ({ x: point.regionBytes, y: point.ns })) }
+      ]
+    }
+  ]
+}
+
+main().catch((error) => {
+  process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\n`)
+  removeAllObjects()
+  process.exit(1)
+})

@@ -1,0 +1,33 @@
+/**
+ * The bench server compiled to plain JavaScript, so that it runs on plain `node` as a production
+ * server does. Not under tsx: tsx compiles each module through esbuild's synchronous API, whose
+ * worker messages detach ArrayBuffers in the main thread, and V8 answers the first detach in a
+ * process by making every typed-array loop slower from then on (its ArrayBufferDetaching
+ * protector): a tsx-run server would measure tsx, not this package.
+ *
+ * Compiled with the project's TypeScript, without type checking (`npx tsc --noEmit -p .` does
+ * that), into a temporary directory removed at exit, which links the project's node_modules and
+ * native addon build.
+ */
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+
+const ROOT = path.join(__dirname, '..')
+
+/** Compiles bench/server.ts and what it imports; returns the path of the compiled server. */
+export function buildServer (): string {
+  const directory = mkdtempSync(path.join(os.tmpdir(), 'fastify-triton-shm-bench-server-'))
+  process.on('exit', () => rmSync(directory, { recursive: true, force: true }))
+  execFileSync(process.execPath, [
+    require.resolve('typescript/bin/tsc'), path.join(ROOT, 'bench', 'server.ts'),
+    '--outDir', directory, '--rootDir', ROOT, '--noCheck',
+    '--module', 'node16', '--moduleResolution', 'node16', '--target', 'ES2022',
+    '--esModuleInterop', '--resolveJsonModule', '--skipLibCheck', '--types', 'node'
+  ], { stdio: ['ignore', 'inherit', 'inherit'], timeout: 120_000 })
+  // Dependencies resolve from the project; the addon is found where lib/posix-shm looks: <root>/build.
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(directory, 'node_modules'), 'dir')
+  symlinkSync(path.join(ROOT, 'build'), path.join(directory, 'build'), 'dir')
+  return path.join(directory, 'bench', 'server.js')
+}

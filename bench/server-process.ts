@@ -1,0 +1,100 @@
+/**
+ * The bench server (bench/server.ts) as a child process of the runner: the load generator and the
+ * server never share a process. Killed when the runner exits, however it exits.
+ */
+import { type ChildProcess, fork } from 'node:child_process'
+import type { ChildMessage, ParentMessage, ServerStats } from './server'
+import { buildServer } from './server-build'
+
+const START_TIMEOUT_MS = 30_000
+const STOP_TIMEOUT_MS = 10_000
+
+const running = new Set<ChildProcess>()
+process.on('exit', () => { for (const child of running) child.kill('SIGKILL') })
+
+export interface ServerProcessOptions {
+  /** Directory for `node --cpu-prof` profiles of the server, when profiling. */
+  cpuProfileDir?: string
+}
+
+let serverFile: string | undefined
+
+export class ServerProcess {
+  private constructor (readonly child: ChildProcess, readonly url: string) {}
+
+  static async start (options: ServerProcessOptions = {}): Promise<ServerProcess> {
+    const profile = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`]
+    serverFile ??= buildServer()
+    const child = fork(serverFile, [], {
+      execArgv: profile,
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, NODE_ENV: 'production' }
+    })
+    running.add(child)
+    child.once('exit', () => running.delete(child))
+    try {
+      const { port } = await waitFor(child, 'listening', START_TIMEOUT_MS)
+      return new ServerProcess(child, `http://127.0.0.1:${port}`)
+    } catch (error) {
+      child.kill('SIGKILL')
+      throw error
+    }
+  }
+
+  get pid (): number {
+    return this.child.pid as number
+  }
+
+  /** Sets the bytes the bare route answers. */
+  async setBarePayload (payload: string): Promise<void> {
+    this.#send({ type: 'bare', payload })
+    await waitFor(this.child, 'bare-set', START_TIMEOUT_MS)
+  }
+
+  async stats (): Promise<ServerStats> {
+    const response = await fetch(`${this.url}/bench/rss`)
+    if (!response.ok) throw new Error(`GET /bench/rss: ${response.status}`)
+    return await response.json() as ServerStats
+  }
+
+  /** Asks the server to close (so a CPU profile is written), and kills it if it does not. */
+  async stop (): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return
+    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()))
+    this.#send({ type: 'stop' })
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), STOP_TIMEOUT_MS)
+    await exited
+    clearTimeout(timer)
+  }
+
+  #send (message: ParentMessage): void {
+    this.child.send(message)
+  }
+}
+
+type MessageOf<Type extends ChildMessage['type']> = Extract<ChildMessage, { type: Type }>
+
+function waitFor<Type extends ChildMessage['type']> (child: ChildProcess, type: Type, timeoutMs: number): Promise<MessageOf<Type>> {
+  return new Promise((resolve, reject) => {
+    const cleanup = () => {
+      clearTimeout(timer)
+      child.off('message', onMessage)
+      child.off('exit', onExit)
+    }
+    const onMessage = (message: ChildMessage) => {
+      if (message.type !== type) return
+      cleanup()
+      resolve(message as MessageOf<Type>)
+    }
+    const onExit = (code: number | null, signal: string | null) => {
+      cleanup()
+      reject(new Error(`bench server exited (code ${code}, signal ${signal}) before '${type}'`))
+    }
+    const timer = setTimeout(() => {
+      cleanup()
+      reject(new Error(`bench server sent no '${type}' within ${timeoutMs} ms`))
+    }, timeoutMs)
+    child.on('message', onMessage)
+    child.once('exit', onExit)
+  })
+}

@@ -1,0 +1,63 @@
+/**
+ * The bench's server child: the example service (plugin, /v2 routes, infer route), plus
+ *   GET /bench/bare  a bare Fastify route answering fixed JSON bytes (the route suite's baseline),
+ *   GET /bench/rss   this process's memory and CPU time (peak RSS is reported from it).
+ * Started by bench/server-process.ts (compiled by bench/server-build.ts, run on plain node) with an
+ * IPC channel: it reports its port, takes the bare route's bytes, and exits when told to or when
+ * its parent goes away.
+ */
+import { buildServer } from '../example/server'
+
+export interface ServerStats {
+  /** Resident set size now, bytes. */
+  rssBytes: number
+  /** Peak resident set size of this process, bytes (getrusage ru_maxrss). */
+  peakRssBytes: number
+  /** CPU time used so far (user + system), microseconds. */
+  cpuMicros: number
+}
+
+export type ParentMessage = { type: 'bare', payload: string } | { type: 'stop' }
+export type ChildMessage = { type: 'listening', port: number } | { type: 'bare-set' }
+
+function stats (): ServerStats {
+  const usage = process.resourceUsage()
+  return {
+    rssBytes: process.memoryUsage.rss(),
+    peakRssBytes: usage.maxRSS * 1024,
+    cpuMicros: usage.userCPUTime + usage.systemCPUTime
+  }
+}
+
+async function main () {
+  const app = await buildServer({ fastify: { logger: false } })
+  let barePayload = Buffer.from('[]')
+  // The baseline: no hooks, no schema, no serializer; the bytes are fixed by the parent (a Buffer,
+  // so Fastify adds no charset to the Content-Type, as the status route's hook adds none).
+  app.get('/bench/bare', (_request, reply) => { reply.header('content-type', 'application/json').send(barePayload) })
+  app.get('/bench/rss', async () => stats())
+
+  const send = (message: ChildMessage) => process.send?.(message)
+  const stop = () => { app.close().finally(() => process.exit(0)) }
+  process.on('message', (message: ParentMessage) => {
+    if (message.type === 'bare') {
+      barePayload = Buffer.from(message.payload)
+      send({ type: 'bare-set' })
+    } else if (message.type === 'stop') {
+      stop()
+    }
+  })
+  // An orphan must not outlive the bench: the IPC channel closes when the parent exits.
+  process.on('disconnect', stop)
+  process.on('SIGTERM', stop)
+  process.on('SIGINT', stop)
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const address = app.server.address()
+  if (address === null || typeof address === 'string') throw new Error('no TCP address')
+  send({ type: 'listening', port: address.port })
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exit(1)
+})
