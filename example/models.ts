@@ -22,9 +22,11 @@ const simple: Model = {
     const { data: b } = infer.input<Int32Array>('INPUT1')
     const sum = infer.output<Int32Array>('OUTPUT0', shape)
     const difference = infer.output<Int32Array>('OUTPUT1', shape)
-    for (let index = 0; index < a.length; index++) {
-      sum[index] = a[index] + b[index]
-      difference[index] = a[index] - b[index]
+    for (let index = 0, count = a.length; index < count; index++) {
+      const left = a[index]
+      const right = b[index]
+      sum[index] = left + right
+      difference[index] = left - right
     }
   }
 }
@@ -54,9 +56,11 @@ const addSubFp32: Model = {
     const { data: b } = infer.input<Float32Array>('INPUT1')
     const sum = infer.output<Float32Array>('OUTPUT0', shape)
     const difference = infer.output<Float32Array>('OUTPUT1', shape)
-    for (let index = 0; index < a.length; index++) {
-      sum[index] = a[index] + b[index]
-      difference[index] = a[index] - b[index]
+    for (let index = 0, count = a.length; index < count; index++) {
+      const left = a[index]
+      const right = b[index]
+      sum[index] = left + right
+      difference[index] = left - right
     }
   }
 }
