@@ -26,7 +26,7 @@ export interface RoutesOptions {
 interface SharedMemoryApi {
   kind: 'system' | 'cuda'
   /** The status of every region as the JSON bytes to send. */
-  statusJson(): Buffer
+  statusBody(): Buffer
   regionStatus(name: string): SharedMemoryRegionStatus[]
   register(name: string, body: RegisterRequestBody): void
   unregister(name: string): void
@@ -45,13 +45,13 @@ type RegionRequest = FastifyRequest<{ Params: { region_name: string }, Body: Reg
 
 function systemApi (registry: SystemSharedMemoryRegistry): SharedMemoryApi {
   // Clients poll the status far more often than they change it: it is serialized once per change.
-  let statusJson: Buffer | undefined
-  const forgetStatus = () => { statusJson = undefined }
+  let statusBody: Buffer | undefined
+  const forgetStatus = () => { statusBody = undefined }
   registry.on('register', forgetStatus)
   registry.on('unregister', forgetStatus)
   return {
     kind: 'system',
-    statusJson: () => (statusJson ??= Buffer.from(JSON.stringify(registry.status()))),
+    statusBody: () => (statusBody ??= Buffer.from(JSON.stringify(registry.status()))),
     regionStatus: (name) => registry.status(name),
     register: (name, body) => registry.register(name, { key: body.key, offset: body.offset, byteSize: body.byte_size }),
     unregister: (name) => registry.unregister(name),
@@ -64,7 +64,7 @@ const EMPTY_LIST = Buffer.from('[]')
 /** A server without GPUs, as Triton answers: clients that clean up CUDA regions must not fail. */
 const cudaApi: SharedMemoryApi = {
   kind: 'cuda',
-  statusJson: () => EMPTY_LIST,
+  statusBody: () => EMPTY_LIST,
   regionStatus: (name) => { throw errors.cudaRegionStatusNotFound(name) },
   register: (name) => { throw errors.cudaNotSupported(name) },
   unregister: () => {},
@@ -167,7 +167,7 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       url: '/status',
       schema: schemas.status,
       // Already JSON bytes: sent as they are, with no serializer.
-      handler: async (_request: FastifyRequest, reply: FastifyReply) => json(reply).send(api.statusJson())
+      handler: async (_request: FastifyRequest, reply: FastifyReply) => json(reply).send(api.statusBody())
     },
     {
       method: 'GET',

@@ -35,12 +35,18 @@ export function shmFdTargets (): string[] {
 export const fdsOf = (key: string): number =>
   shmFdTargets().filter((target) => target === objectPath(key) || target === `${objectPath(key)} (deleted)`).length
 
-/** VmRSS of this process, in bytes. */
-export function residentBytes (): number {
-  const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'))
-  if (match === null) throw new Error('no VmRSS in /proc/self/status')
+/** A size line of /proc/self/status (`VmRSS`, `RssShmem`...), in bytes. */
+function statusBytes (field: string): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(readFileSync('/proc/self/status', 'utf8'))
+  if (match === null) throw new Error(`no ${field} in /proc/self/status`)
   return Number(match[1]) * 1024
 }
+
+/** Resident memory of this process (VmRSS), in bytes. */
+export const residentBytes = (): number => statusBytes('VmRSS')
+
+/** Resident pages of shared memory mapped by this process (RssShmem), in bytes. */
+export const residentSharedBytes = (): number => statusBytes('RssShmem')
 
 /** One JSON line of pino. */
 export interface LogLine {
