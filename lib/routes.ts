@@ -43,6 +43,13 @@ const HIDDEN = { hide: true } as FastifySchema
 
 type RegionRequest = FastifyRequest<{ Params: { region_name: string }, Body: RegisterRequestBody }>
 
+/** Set on a register request once it reaches the registry, which logs its own refusals. */
+const kReachedRegistry = Symbol('reached the registry')
+type RegisterRequest = RegionRequest & { [kReachedRegistry]?: true }
+
+/** Route config of the system register route: refusals before the registry are logged here. */
+interface RefusalLogging { logRefusals?: true }
+
 function systemApi (registry: SystemSharedMemoryRegistry): SharedMemoryApi {
   // Clients poll the status far more often than they change it: it is serialized once per change.
   let statusBody: Buffer | undefined
@@ -98,16 +105,22 @@ const json = (reply: FastifyReply) => reply.type('application/json')
  * appended) and no serializer; the route schemas' response shapes document it. */
 const sendJson = (reply: FastifyReply, value: unknown) => json(reply).send(Buffer.from(JSON.stringify(value)))
 
+/** A register request refused before the registry saw it (body, disabled, restricted): logged as
+ * the registry logs its own refusals, at debug with the region and the reason. */
+function logEarlyRefusal (request: RegisterRequest, reason: string) {
+  if ((request.routeOptions.config as RefusalLogging).logRefusals !== true || request[kReachedRegistry]) return
+  request.log.debug({ region: request.params.region_name, reason }, 'refused to register system shared memory region')
+}
+
 function sendError (error: Error & { statusCode?: number }, request: FastifyRequest, reply: FastifyReply) {
-  if (error instanceof SharedMemoryError) {
-    return sendJson(reply.code(error.statusCode), { error: error.message })
+  // Ours, or Fastify's own client errors (body too large, bad Content-Length...): they name no internals.
+  const { statusCode = 500 } = error
+  if (!(error instanceof SharedMemoryError) && !(statusCode >= 400 && statusCode < 500)) {
+    request.log.error({ err: error }, 'shared memory API failed')
+    return sendJson(reply.code(500), { error: 'Internal Server Error' })
   }
-  // Fastify's own client errors (body too large, bad Content-Length...) name no internals.
-  if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
-    return sendJson(reply.code(error.statusCode), { error: error.message })
-  }
-  request.log.error({ err: error }, 'shared memory API failed')
-  return sendJson(reply.code(500), { error: 'Internal Server Error' })
+  logEarlyRefusal(request as RegisterRequest, error.message)
+  return sendJson(reply.code(statusCode), { error: error.message })
 }
 
 function headerGate ({ header, value }: { header: string, value: string }): onRequestHookHandler {
@@ -182,7 +195,9 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       onRequest: [registerGate],
       // CUDA registrations are refused whatever they send: only a route with a body schema reads its body.
       preValidation: 'body' in schemas.register ? parseRegisterBody : undefined,
-      handler: async (request: RegionRequest, reply: FastifyReply) => {
+      config: { logRefusals: api.kind === 'system' || undefined },
+      handler: async (request: RegisterRequest, reply: FastifyReply) => {
+        request[kReachedRegistry] = true
         api.register(request.params.region_name, request.body)
         return empty(request, reply)
       }

@@ -91,7 +91,9 @@ t.test(`${RUNS} random requests: no 5xx, {"error"} bodies, refused requests chan
         successes++
         return
       }
-      if (method !== 'HEAD') {
+      // A path with dot segments may normalize to one outside the API, which the host answers.
+      const reachesApi = /^\/v2\/(system|cuda)sharedmemory\//.test(new URL(url, 'http://host').pathname)
+      if (method !== 'HEAD' && reachesApi) {
         const parsed = JSON.parse(response.body) as Record<string, unknown>
         if (Object.keys(parsed).length !== 1 || typeof parsed.error !== 'string') {
           throw new Error(`${method} ${url} answered ${response.statusCode} with ${response.body}`)

@@ -1,0 +1,228 @@
+/**
+ * Soak: thousands of register/unregister cycles, over HTTP (with inferences) and programmatically,
+ * with and without leases, deferred unregisters and failing registrations, bring the process back
+ * to where it started: as many file descriptors, the same /dev/shm mappings in /proc/self/maps,
+ * and resident memory within a bound. Each lease writes its whole region, so a mapping that was
+ * never unmapped would also keep its touched pages resident.
+ */
+import { getHeapStatistics } from 'node:v8'
+import type { FastifyInstance } from 'fastify'
+import t from 'tap'
+import { Registry } from '../lib/registry'
+import type { Lease } from '../types'
+import { registerBody, SYSTEM } from './helpers/app'
+import { buildInferApp, infer, makeMappedObject, type MappedObject, shmInput, shmOutput, sumModel } from './helpers/kserve'
+import { residentBytes, residentSharedBytes } from './helpers/observe'
+import { makeObject, openFdCount, PAGE_SIZE, shmMappings, uniqueKey } from './helpers/shm'
+
+const CYCLES = 3000
+/** Enough for the heap to reach the size it keeps under this load. */
+const WARM_UP = 1500
+const OBJECT_BYTES = 16 * PAGE_SIZE
+const MiB = 1024 * 1024
+/** Generous: V8's heap grows between collections (no forced gc here); leaked mappings grow far more. */
+const RSS_GROWTH_LIMIT = 160 * MiB
+/** Resident memory that is not V8's heap: measured 0 to 2.5 MiB of growth over this soak. */
+const OUTSIDE_HEAP_GROWTH_LIMIT = 16 * MiB
+
+/** Where a process's resources stand, to compare before and after. */
+function snapshot () {
+  return {
+    fds: openFdCount(),
+    mappings: shmMappings(),
+    rss: residentBytes(),
+    shmem: residentSharedBytes(),
+    /** The part of VmRSS that is V8's heap. */
+    heap: getHeapStatistics().total_physical_size
+  }
+}
+
+/** A cycle's region: the offset is mostly not page-aligned, the size varies. */
+function regionOf (cycle: number) {
+  const offset = (cycle * 97) % (2 * PAGE_SIZE)
+  const byteSize = 1 + (cycle * 7919) % (OBJECT_BYTES - offset - 1)
+  return { offset, byteSize }
+}
+
+/** Fills a lease's whole view, as a model writing an output would (so its pages become resident). */
+function touch (lease: Lease, cycle: number): void {
+  lease.buffer.fill(cycle & 0xff)
+}
+
+interface HttpSoak {
+  app: FastifyInstance
+  /** The infer requests the test route keeps; emptied as the soak goes, as it is not the server's. */
+  seen: unknown[]
+  keys: string[]
+  /** The client's objects for the inferences, mapped on its side before any measurement. */
+  input: MappedObject
+  output: MappedObject
+}
+
+async function httpSoak ({ app, seen, keys, input, output }: HttpSoak, cycles: number): Promise<string[]> {
+  const problems: string[] = []
+  const registry = app.systemSharedMemory
+  output.bytes.fill(0)
+  const inferRequest = {
+    inputs: [shmInput('INPUT0', 'INT32', [1, 16], 'in', 64, 0), shmInput('INPUT1', 'INT32', [1, 16], 'in', 64, 64)],
+    outputs: [shmOutput('OUTPUT0', 'out', 64, 0), shmOutput('OUTPUT1', 'out', 64, 64)]
+  }
+  const post = (url: string, payload?: string) => app.inject({ method: 'POST', url: `${SYSTEM}${url}`, payload })
+
+  for (let cycle = 0; cycle < cycles; cycle++) {
+    const name = `soak_${cycle % 8}`
+    const { offset, byteSize } = regionOf(cycle)
+    const registered = await post(`/region/${name}/register`, registerBody(keys[cycle % keys.length], byteSize, offset))
+    if (registered.statusCode !== 200) problems.push(`cycle ${cycle}: register answered ${registered.statusCode} ${registered.body}`)
+    const leases: Lease[] = []
+    switch (cycle % 5) {
+      case 0: // no lease
+        break
+      case 1: { // a lease released before the unregister
+        const lease = registry.acquire(name, 0, byteSize)
+        touch(lease, cycle)
+        lease.release()
+        break
+      }
+      case 2: // a lease that outlives the unregister: deferred
+      case 3: // two leases and unregister-all: deferred, released in turn
+        for (let use = 0; use < cycle % 5 - 1; use++) {
+          leases.push(registry.acquire(name, 0, byteSize))
+          touch(leases[use], cycle)
+        }
+        break
+      case 4: { // an inference over two more regions, whose leases end with its response
+        await post('/region/in/register', registerBody(input.key, 128))
+        await post('/region/out/register', registerBody(output.key, 128))
+        const response = await infer(app, 'simple', inferRequest)
+        seen.length = 0
+        if (response.statusCode !== 200) problems.push(`cycle ${cycle}: infer answered ${response.statusCode} ${response.body}`)
+        await post('/unregister')
+        if (registry.has('in') || registry.has('out')) problems.push(`cycle ${cycle}: the inference kept its regions after its response`)
+      }
+    }
+    const unregistered = cycle % 5 === 3 ? await post('/unregister') : await post(`/region/${name}/unregister`)
+    if (unregistered.statusCode !== 200) problems.push(`cycle ${cycle}: unregister answered ${unregistered.statusCode}`)
+    if (leases.length > 0 && !registry.has(name)) problems.push(`cycle ${cycle}: a leased region left before its leases`)
+    for (const lease of leases) {
+      if (lease.buffer.length !== byteSize || lease.buffer[byteSize - 1] !== (cycle & 0xff)) problems.push(`cycle ${cycle}: a lease lost its bytes`)
+      lease.release()
+    }
+    if (registry.has(name)) problems.push(`cycle ${cycle}: '${name}' stayed after its unregister and leases`)
+  }
+  const expected = Array.from({ length: 16 }, (_, index) => [index + index + 16, index - index - 16]).flat()
+  const view = new Int32Array(output.bytes.buffer, output.bytes.byteOffset, 32)
+  const got = Array.from({ length: 16 }, (_, index) => [view[index], view[16 + index]]).flat()
+  if (cycles >= 5 && JSON.stringify(got) !== JSON.stringify(expected)) problems.push(`the inferences wrote ${JSON.stringify(got)}`)
+  return problems
+}
+
+function programmaticSoak (keys: string[], cycles: number): string[] {
+  const problems: string[] = []
+  const registry = new Registry()
+  const missing = uniqueKey('soak_missing')
+  try {
+    for (let cycle = 0; cycle < cycles; cycle++) {
+      const name = `direct_${cycle % 3}`
+      const { offset, byteSize } = regionOf(cycle)
+      registry.register(name, { key: keys[cycle % keys.length], offset, byteSize })
+      // Leases of every pattern: none, released before, outliving the unregister (one to four).
+      const leases: Lease[] = []
+      for (let use = 0; use < cycle % 5; use++) {
+        const lease = registry.acquire(name, use, byteSize - use)
+        touch(lease, cycle)
+        leases.push(lease)
+      }
+      if (cycle % 7 === 0) leases.splice(0).forEach((lease) => lease.release())
+      if (cycle % 11 === 0) registry.unregisterAll()
+      else registry.unregister(name)
+      registry.unregister(name) // again: a second unregister of a pending region changes nothing
+      if (registry.has(name) !== (leases.length > 0)) problems.push(`cycle ${cycle}: '${name}' listed ${registry.has(name)} with ${leases.length} leases`)
+      // Released in reverse order, each twice: the last real release unmaps, the repeats do nothing.
+      for (const lease of leases.reverse()) {
+        lease.release()
+        lease.release()
+      }
+      if (registry.has(name)) problems.push(`cycle ${cycle}: '${name}' stayed after its last lease`)
+      if (leases.some((lease) => lease.buffer.length !== 0)) problems.push(`cycle ${cycle}: a view still reads an unmapped region`)
+
+      // Failing registrations open nothing that stays open.
+      if (cycle % 10 === 0) {
+        for (const source of [{ key: missing, byteSize: 1 }, { key: keys[0], offset: OBJECT_BYTES, byteSize: 1 },
+          { key: keys[0], byteSize: OBJECT_BYTES + 1 }, { key: keys[0], byteSize: 0 }]) {
+          try {
+            registry.register('refused', source)
+            problems.push(`cycle ${cycle}: registered ${JSON.stringify(source)}`)
+          } catch {
+            // expected
+          }
+        }
+      }
+    }
+  } finally {
+    registry.close()
+  }
+  return problems
+}
+
+t.test(`${CYCLES} cycles over HTTP and ${CYCLES} programmatic: descriptors, mappings and memory come back`, async (t) => {
+  const keys = [0, 1, 2, 3].map((index) => makeObject(t, OBJECT_BYTES, `soak${index}`))
+  const { app, seen } = await buildInferApp(t, [sumModel('simple')])
+  const input = makeMappedObject(t, 128, 'soak_in')
+  const output = makeMappedObject(t, 128, 'soak_out')
+  new Int32Array(input.bytes.buffer, input.bytes.byteOffset, 32).set(Array.from({ length: 32 }, (_, index) => index))
+  const soak = { app, seen, keys, input, output }
+
+  // Warm-up: Fastify, light-my-request, the JIT and the allocator reach their steady state.
+  t.same(await httpSoak(soak, WARM_UP), [], 'warm-up over HTTP')
+  t.same(programmaticSoak(keys, WARM_UP), [], 'warm-up, programmatic')
+
+  const before = snapshot()
+  const httpProblems = await httpSoak(soak, CYCLES)
+  t.same(httpProblems.slice(0, 10), [], `${CYCLES} cycles over HTTP, each as expected`)
+  const afterHttp = snapshot()
+  t.equal(afterHttp.fds, before.fds, 'over HTTP: as many descriptors as before')
+  t.same(afterHttp.mappings, before.mappings, 'over HTTP: the same /dev/shm mappings as before')
+
+  t.same(programmaticSoak(keys, CYCLES).slice(0, 10), [], `${CYCLES} programmatic cycles, each as expected`)
+  const after = snapshot()
+  t.equal(after.fds, before.fds, 'programmatic: as many descriptors as before')
+  t.same(after.mappings, before.mappings, 'programmatic: the same /dev/shm mappings as before')
+  t.equal(after.shmem, before.shmem, 'resident shared memory (RssShmem) back to what it was: no touched page is still mapped')
+  const growth = after.rss - before.rss
+  const outsideHeap = growth - (after.heap - before.heap)
+  const mib = (bytes: number) => `${(bytes / MiB).toFixed(1)} MiB`
+  // Without a forced collection V8 sizes its heap as it likes: VmRSS grew by 5 to 97 MiB here over
+  // this soak, all of it V8's heap (measured). So the bound on VmRSS is loose, and the growth of
+  // everything else resident (mappings, native structures, buffers) gets its own, tight bound.
+  t.ok(growth < RSS_GROWTH_LIMIT, `resident memory grew ${mib(growth)} (limit ${mib(RSS_GROWTH_LIMIT)})`)
+  t.ok(outsideHeap < OUTSIDE_HEAP_GROWTH_LIMIT,
+    `resident memory outside V8's heap grew ${mib(outsideHeap)} (limit ${mib(OUTSIDE_HEAP_GROWTH_LIMIT)})`)
+})
+
+t.test('while regions are registered, each holds one mapping and one descriptor; all go back', async (t) => {
+  const keys = [0, 1].map((index) => makeObject(t, OBJECT_BYTES, `held${index}`))
+  const before = snapshot()
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const REGIONS = 200
+  for (let index = 0; index < REGIONS; index++) {
+    registry.register(`r${index}`, { key: keys[index % 2], offset: 0, byteSize: OBJECT_BYTES })
+  }
+  const leases = Array.from({ length: REGIONS }, (_, index) => registry.acquire(`r${index}`, 0, OBJECT_BYTES))
+  leases.forEach((lease, index) => touch(lease, index))
+  const held = snapshot()
+  t.equal(held.fds - before.fds, REGIONS, `${REGIONS} regions: ${REGIONS} more descriptors`)
+  t.equal(held.mappings.length - before.mappings.length, REGIONS, `${REGIONS} regions: ${REGIONS} more mappings`)
+  // RssShmem, unlike VmRSS, moves with nothing but shared memory mappings: exact, whatever the heap does.
+  t.equal(held.shmem - before.shmem, REGIONS * OBJECT_BYTES, 'RssShmem counts every touched page of every mapping')
+
+  registry.unregisterAll()
+  t.equal(registry.status().length, REGIONS, 'deferred while leased')
+  for (const lease of leases) lease.release()
+  const after = snapshot()
+  t.same(registry.status(), [])
+  t.equal(after.fds, before.fds, 'descriptors back to where they were')
+  t.same(after.mappings, before.mappings, 'mappings back to where they were')
+  t.equal(after.shmem, before.shmem, 'RssShmem back to where it was')
+})
