@@ -14,22 +14,29 @@ export interface Model {
 const pair = (datatype: ModelSignature['inputs'][number]['datatype'], shape: number[], prefix: string) =>
   [0, 1].map((index) => ({ name: `${prefix}${index}`, datatype, shape }))
 
-/** INT32 INPUT0, INPUT1 of shape [-1, 16] -> OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1. */
-const simple: Model = {
-  signature: { name: 'simple', versions: ['1'], platform: 'node', inputs: pair('INT32', [-1, 16], 'INPUT'), outputs: pair('INT32', [-1, 16], 'OUTPUT') },
-  execute (infer) {
-    const { data: a, shape } = infer.input<Int32Array>('INPUT0')
-    const { data: b } = infer.input<Int32Array>('INPUT1')
-    const sum = infer.output<Int32Array>('OUTPUT0', shape)
-    const difference = infer.output<Int32Array>('OUTPUT1', shape)
-    for (let index = 0, count = a.length; index < count; index++) {
-      const left = a[index]
-      const right = b[index]
-      sum[index] = left + right
-      difference[index] = left - right
+type NumericArray = Int32Array | Float32Array
+
+/** INPUT0, INPUT1 -> OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, element by element. */
+function sumAndDifference (name: string, datatype: 'INT32' | 'FP32', shape: number[]): Model {
+  return {
+    signature: { name, versions: ['1'], platform: 'node', inputs: pair(datatype, shape, 'INPUT'), outputs: pair(datatype, shape, 'OUTPUT') },
+    execute (infer) {
+      const { data: a, shape } = infer.input<NumericArray>('INPUT0')
+      const { data: b } = infer.input<NumericArray>('INPUT1')
+      const sum = infer.output<NumericArray>('OUTPUT0', shape)
+      const difference = infer.output<NumericArray>('OUTPUT1', shape)
+      for (let index = 0, count = a.length; index < count; index++) {
+        const left = a[index]
+        const right = b[index]
+        sum[index] = left + right
+        difference[index] = left - right
+      }
     }
   }
 }
+
+/** Triton's example model: INT32 INPUT0, INPUT1 of shape [-1, 16]. */
+const simple = sumAndDifference('simple', 'INT32', [-1, 16])
 
 /** As `simple`, with BYTES tensors holding decimal integers as strings. */
 const simpleString: Model = {
@@ -48,22 +55,8 @@ const simpleString: Model = {
   }
 }
 
-/** FP32 vectors of any length -> their sum and difference: the benchmarks' model. */
-const addSubFp32: Model = {
-  signature: { name: 'add_sub_fp32', versions: ['1'], platform: 'node', inputs: pair('FP32', [-1], 'INPUT'), outputs: pair('FP32', [-1], 'OUTPUT') },
-  execute (infer) {
-    const { data: a, shape } = infer.input<Float32Array>('INPUT0')
-    const { data: b } = infer.input<Float32Array>('INPUT1')
-    const sum = infer.output<Float32Array>('OUTPUT0', shape)
-    const difference = infer.output<Float32Array>('OUTPUT1', shape)
-    for (let index = 0, count = a.length; index < count; index++) {
-      const left = a[index]
-      const right = b[index]
-      sum[index] = left + right
-      difference[index] = left - right
-    }
-  }
-}
+/** FP32 vectors of any length: the benchmarks' model. */
+const addSubFp32 = sumAndDifference('add_sub_fp32', 'FP32', [-1])
 
 export const models = new Map([simple, simpleString, addSubFp32].map((model) => [model.signature.name, model]))
 
