@@ -28,10 +28,6 @@ export class Region {
     return this.#liveLeases
   }
 
-  get closed (): boolean {
-    return this.#mapping.byteLength === 0
-  }
-
   /** False once the client shrank its object below the region (views would read past its end). */
   get intact (): boolean {
     return isIntact(this.#mapping)

@@ -85,7 +85,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     const { maxRegions, maxRegionBytes, maxTotalBytes } = this.#limits
     if (this.#regions.size >= maxRegions) throw errors.tooManyRegions(name, maxRegions)
     if (byteSize > maxRegionBytes) throw errors.regionTooLarge(name, byteSize, maxRegionBytes)
-    if (this.counters().bytesMapped + byteSize > maxTotalBytes) throw errors.totalTooLarge(name, byteSize, maxTotalBytes)
+    if (this.#mappedBytes() + byteSize > maxTotalBytes) throw errors.totalTooLarge(name, byteSize, maxTotalBytes)
   }
 
   #map (name: string, key: string, offset: number, byteSize: number): Region {
@@ -161,20 +161,21 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
       () => { if (region.letGo()) this.#remove(region) })
   }
 
+  #mappedBytes (): number {
+    let bytes = 0
+    for (const region of this.#regions.values()) bytes += region.byteSize
+    return bytes
+  }
+
   counters (): RegistryCounters {
-    const counters: RegistryCounters = {
-      regions: this.#regions.size,
-      bytesMapped: 0,
-      liveLeases: 0,
-      deferredUnregisters: 0,
+    const regions = [...this.#regions.values()]
+    return {
+      regions: regions.length,
+      bytesMapped: this.#mappedBytes(),
+      liveLeases: regions.reduce((leases, region) => leases + region.liveLeases, 0),
+      deferredUnregisters: regions.filter((region) => region.unregisterPending).length,
       rejections: Object.fromEntries(this.#rejections)
     }
-    for (const region of this.#regions.values()) {
-      counters.bytesMapped += region.byteSize
-      counters.liveLeases += region.liveLeases
-      if (region.unregisterPending) counters.deferredUnregisters++
-    }
-    return counters
   }
 
   close (): void {
