@@ -35,6 +35,17 @@ const shmOutput = (name: string, region: string, offset: number, byteSize: numbe
   parameters: { shared_memory_region: region, shared_memory_offset: offset, shared_memory_byte_size: byteSize }
 })
 
+/** INPUT0 and INPUT1 one after the other in `inputRegion`; OUTPUT0 and OUTPUT1 in parts of
+ * `outputPartBytes` of `outputRegion`: the layout of Triton's shared memory examples. */
+const shmRequest = (datatype: string, inputRegion: string, [size0, size1]: [number, number],
+  outputRegion: string, outputPartBytes: number) => ({
+  inputs: [shmInput('INPUT0', datatype, inputRegion, 0, size0), shmInput('INPUT1', datatype, inputRegion, size0, size1)],
+  outputs: [
+    shmOutput('OUTPUT0', outputRegion, 0, outputPartBytes),
+    shmOutput('OUTPUT1', outputRegion, outputPartBytes, outputPartBytes)
+  ]
+})
+
 /** Creates an object, removing a stale one left by an earlier run that was killed. */
 function createFresh (key: string, byteSize: number): SharedMemoryObject {
   try {
@@ -80,16 +91,8 @@ async function runSimple (client: KServeClient, transcript: Transcript, suffix: 
     await client.registerSystemSharedMemory(`output_data${suffix}`, output.key, output.byteSize)
     await client.registerSystemSharedMemory(`input_data${suffix}`, input.key, input.byteSize)
     transcript.say(`registered output_data${suffix} and input_data${suffix}`)
-    const response = await transcript.time('infer simple, inputs and outputs in shared memory', () => client.infer('simple', {
-      inputs: [
-        shmInput('INPUT0', 'INT32', `input_data${suffix}`, 0, TENSOR_BYTES),
-        shmInput('INPUT1', 'INT32', `input_data${suffix}`, TENSOR_BYTES, TENSOR_BYTES)
-      ],
-      outputs: [
-        shmOutput('OUTPUT0', `output_data${suffix}`, 0, TENSOR_BYTES),
-        shmOutput('OUTPUT1', `output_data${suffix}`, TENSOR_BYTES, TENSOR_BYTES)
-      ]
-    }))
+    const response = await transcript.time('infer simple, inputs and outputs in shared memory', () => client.infer('simple',
+      shmRequest('INT32', `input_data${suffix}`, [TENSOR_BYTES, TENSOR_BYTES], `output_data${suffix}`, TENSOR_BYTES)))
     transcript.say(`response: ${JSON.stringify(response)}`)
     transcript.check('OUTPUT0 = INPUT0 + INPUT1', input0.map((value, index) => value + input1[index]),
       Array.from(new Int32Array(output.bytes.buffer, 0, ELEMENTS)))
@@ -118,16 +121,8 @@ async function runSimpleString (client: KServeClient, transcript: Transcript, su
     await client.registerSystemSharedMemory(`input_strings${suffix}`, input.key, input.byteSize)
     await client.registerSystemSharedMemory(`output_strings${suffix}`, output.key, output.byteSize)
     transcript.say(`registered input_strings${suffix} (${input.byteSize} bytes of length-prefixed strings) and output_strings${suffix}`)
-    const response = await transcript.time('infer simple_string, BYTES in shared memory', () => client.infer('simple_string', {
-      inputs: [
-        shmInput('INPUT0', 'BYTES', `input_strings${suffix}`, 0, size0),
-        shmInput('INPUT1', 'BYTES', `input_strings${suffix}`, size0, size1)
-      ],
-      outputs: [
-        shmOutput('OUTPUT0', `output_strings${suffix}`, 0, outputBytes),
-        shmOutput('OUTPUT1', `output_strings${suffix}`, outputBytes, outputBytes)
-      ]
-    }))
+    const response = await transcript.time('infer simple_string, BYTES in shared memory', () => client.infer('simple_string',
+      shmRequest('BYTES', `input_strings${suffix}`, [size0, size1], `output_strings${suffix}`, outputBytes)))
     transcript.say(`response: ${JSON.stringify(response)}`)
     // The server wrote each result at the start of its part; the rest of the part is spare room.
     const read = (offset: number, byteSize: number) => readBytesElements('OUTPUT', output.bytes.subarray(offset, offset + byteSize), ELEMENTS)
