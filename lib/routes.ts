@@ -193,9 +193,9 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       url: '/region/:region_name/register',
       schema: schemas.register,
       onRequest: [registerGate],
-      // CUDA registrations are refused whatever they send: only a route with a body schema reads its body.
-      preValidation: 'body' in schemas.register ? parseRegisterBody : undefined,
-      config: { logRefusals: api.kind === 'system' || undefined },
+      // CUDA registrations are refused whatever they send: only system registrations read their
+      // body, and log the refusals that come before the registry.
+      ...(api.kind === 'system' && { preValidation: parseRegisterBody, config: { logRefusals: true } }),
       handler: async (request: RegisterRequest, reply: FastifyReply) => {
         request[kReachedRegistry] = true
         api.register(request.params.region_name, request.body)
