@@ -96,6 +96,10 @@ export const offsetOverflow = (name: string, byteSize: bigint, offset: bigint) =
 export const invalidRange = (name: string) =>
   badRequest(`Invalid offset + byte size for shared memory region: '${name}'`, 'ERR_SHM_INVALID_RANGE')
 
+export const leaseTooLarge = (name: string, byteSize: bigint, maxBytes: bigint) =>
+  badRequest(`shared memory byte size ${byteSize} for region '${name}' exceeds the largest single view ` +
+    `this server can hand out (${maxBytes} bytes): split the tensor`, 'ERR_SHM_LEASE_TOO_LARGE')
+
 export const invalidUseArgs = (name: string) =>
   badRequest(`shared memory offset and byte size for region '${name}' must be unsigned integers`, 'ERR_SHM_INVALID_USE_ARGS')
 

@@ -28,7 +28,7 @@ export { fastifyTritonShm }
 export { Registry, DEFAULT_LIMITS } from './registry'
 export { DEFAULT_RESERVED_KEY_PREFIXES } from './key-policy'
 export { SharedMemoryError } from './errors'
-export { PosixShmError, createObject, isIntact, mapObject, unlinkObject, unmapObject } from './posix-shm'
+export { PosixShmError, MappedRange, createObject, isIntact, mapObject, unlinkObject, unmapObject } from './posix-shm'
 export * from './kserve'
 export { KServeClient, ServerError, SharedMemoryObject, type ClientOptions } from './client'
 export type * from '../types'
