@@ -3,14 +3,14 @@
  * with the object's file, detaching on unmap, typed errors, and no descriptor ever left open.
  */
 import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import t, { type Test } from 'tap'
-import { createObject, mapObject, MappedRange, PosixShmError, unlinkObject, unmapObject } from '../lib/posix-shm'
+import { createObject, isIntact, mapObject, MappedRange, PosixShmError, unlinkObject, unmapObject } from '../lib/posix-shm'
 import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, shmMappings, uniqueKey, unlinkOnTeardown, writeObjectFile } from './helpers/shm'
 import { makeDirectory, makeFifo } from './helpers/special-objects'
 
@@ -474,4 +474,26 @@ t.test('windows outlive a collected MappedRange, and the mapping goes with the l
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
   t.same(mappingsOf(key), [], 'unmapped once nothing refers to it')
+})
+
+t.test('mapObject refuses a range larger than one ArrayBuffer, and leaves nothing mapped', async (t) => {
+  const byteSize = MappedRange.maxWindowBytes + 1
+  if (byteSize > 16 * 1024 ** 3) {
+    t.comment(`this Node's ArrayBuffers hold ${MappedRange.maxWindowBytes} bytes: no object here is larger`)
+    t.pass('nothing to refuse on this Node')
+    return
+  }
+  const key = makeObject(t, byteSize, 'one_buffer') // sparse: costs no memory
+  throwsShm(t, () => mapObject(key, 0, byteSize), 'ERR_SHM_WINDOW_TOO_LARGE')
+  t.same(mappingsOf(key), [], 'the mapping made first was unmapped')
+})
+
+t.test('isIntact follows the object: true while it holds the range, false once shrunk or unmapped', async (t) => {
+  const key = makeObject(t, 2 * PAGE_SIZE, 'intact')
+  const buffer = mapForTest(t, key, PAGE_SIZE, PAGE_SIZE)
+  t.equal(isIntact(buffer), true)
+  truncateSync(objectPath(key), PAGE_SIZE)
+  t.equal(isIntact(buffer), false, 'shrunk below the range')
+  unmapObject(buffer)
+  t.equal(isIntact(buffer), false, 'unmapped')
 })

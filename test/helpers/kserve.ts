@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type LightMyRequestResponse } from 'fastify'
 import type { Test } from 'tap'
 import fastifyTritonShm, { type InferRequest, readInferRequest, SharedMemoryObject, useInferBodyParser } from '../../lib/index'
-import type { Datatype, InferResponseWire, ModelSignature, TensorData, TensorParameters } from '../../types'
+import type { Datatype, InferLimits, InferResponseWire, ModelSignature, TensorData, TensorParameters } from '../../types'
 import { register } from './http'
 import { objectPath, uniqueKey, unlinkOnTeardown } from './shm'
 
@@ -22,6 +22,8 @@ export interface InferAppOptions {
   fastifyJsonParser?: boolean
   /** Runs in the handler before the infer request is read (a host's auth, a queue...). */
   beforeRead?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+  /** What one request may cost (`readInferRequest`'s `limits`). */
+  limits?: InferLimits
 }
 
 export interface InferApp {
@@ -48,7 +50,7 @@ export async function buildInferApp (t: Test, models: TestModel[], options: Infe
       const model = byName.get(request.params.model)
       if (model === undefined) return reply.code(404).send({ error: `unknown model '${request.params.model}'` })
       await options.beforeRead?.(request, reply)
-      const infer = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature })
+      const infer = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature, limits: options.limits })
       seen.push(infer)
       await model.execute(infer)
       return infer.respond(reply)
@@ -60,7 +62,7 @@ export async function buildInferApp (t: Test, models: TestModel[], options: Infe
 
 /** Copies every element of `from` into `to` (same datatype and element count). */
 function copyTensor (from: TensorData, to: TensorData): void {
-  if (Array.isArray(from)) from.forEach((element, index) => { (to as Buffer[])[index] = element })
+  if (Array.isArray(to)) [...from as Iterable<Buffer>].forEach((element, index) => { to[index] = element })
   else (to as Uint8Array).set(from as Uint8Array)
 }
 
