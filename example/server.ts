@@ -14,6 +14,8 @@ export interface ServerOptions {
   modelDelayMs?: number
   /** Largest infer body accepted, in bytes (default 1 GiB). */
   bodyLimit?: number
+  /** Largest JSON part of an infer body, in bytes (default 64 MiB, as Triton's). */
+  jsonLimit?: number
   /** A request not received whole within this long is answered 408 and its connection closed
    * (milliseconds, default 60 000): a client trickling its body cannot hold the server forever. */
   requestTimeoutMs?: number
@@ -78,7 +80,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   }
 
   await app.register(async (inference) => {
-    useInferBodyParser(inference, { bodyLimit: options.bodyLimit ?? 1024 ** 3 })
+    useInferBodyParser(inference, { bodyLimit: options.bodyLimit ?? 1024 ** 3, jsonLimit: options.jsonLimit })
     const infer = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
       const model = modelOf(request)
       const inferRequest = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature })
