@@ -145,6 +145,14 @@ t.test('an output too large for JSON is 400 before the model writes it', async (
   })
 })
 
+t.test('an output the request did not ask for costs no JSON', async (t) => {
+  const { app } = await buildInferApp(t, [sumModel('simple', 'INT32', [-1])], { limits: { maxJsonResponseChars: 12 * 100 } })
+  const inputs = [jsonInput('INPUT0', 'INT32', [100], new Array(100).fill(1)), jsonInput('INPUT1', 'INT32', [100], new Array(100).fill(2))]
+  const one = await infer(app, 'simple', { inputs, outputs: [{ name: 'OUTPUT1' }] })
+  t.equal(one.statusCode, 200, 'one output fits the JSON limit, the other is not sent')
+  assertError(t, await infer(app, 'simple', { inputs }), 400, /^output 'OUTPUT1' is too large to send as JSON/)
+})
+
 t.test('a BYTES output too large for JSON is 400', async (t) => {
   const { app } = await buildInferApp(t, [echoModel('m', ['BYTES'])], { limits: { maxJsonResponseChars: 20 } })
   const fits = await infer(app, 'm', { inputs: [jsonInput('IN_BYTES', 'BYTES', [2], ['abc', 'def'])] })

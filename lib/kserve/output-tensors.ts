@@ -69,8 +69,8 @@ export function planOutputs (request: InferRequestWire, model: ModelSignature, r
   return plans
 }
 
-/** True for an output the response carries as JSON `data`. */
-const sentAsJson = (plan: OutputPlan | undefined): boolean => plan === undefined || (plan.lease === undefined && !plan.binary)
+/** True for an output the response carries as JSON `data` (one the request did not ask for is not sent). */
+const sentAsJson = (plan: OutputPlan | undefined): boolean => plan !== undefined && plan.lease === undefined && !plan.binary
 
 /**
  * Storage for an output: a view of its shared memory (written in place) or a new array. Refuses,
