@@ -194,6 +194,16 @@ export const malformedBytesTensor = (tensor: string) =>
   badRequest(`BYTES data of tensor '${tensor}' is malformed: each element must be a 4-byte little-endian length ` +
     'followed by that many bytes, filling the tensor exactly', 'ERR_SHM_MALFORMED_BYTES_TENSOR')
 
+// Models run by ONNX Runtime (fastify-triton-shm/onnxruntime)
+
+export const onnxDatatypeUnsupported = (tensor: string, datatype: string) =>
+  badRequest(`tensor '${tensor}' has datatype ${datatype}, which ONNX Runtime cannot take`, 'ERR_SHM_ONNX_DATATYPE')
+
+/** ONNX Runtime's own message, without the paths of its source files that it names. */
+export const onnxRunFailed = (message: string) =>
+  badRequest(`ONNX Runtime refused the request: ${message.replace(/(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+)+(?::\d+)?\s*/g, '').trim()}`,
+    'ERR_SHM_ONNX_RUN_FAILED')
+
 /** 499: nginx's "client closed request", logged like any client error and never sent. */
 export const clientClosedRequest = () => new SharedMemoryError(499, 'the client closed the request', 'ERR_SHM_CLIENT_CLOSED_REQUEST')
 

@@ -83,6 +83,12 @@ export class InferRequest {
     }
   }
 
+  /** The outputs the response carries, in the order the request asked for them (all of the
+   * model's when it named none). A model may compute only these. */
+  get requestedOutputs (): string[] {
+    return [...this.#plans.keys()]
+  }
+
   /** The input named `name` (the model's signature guarantees it was sent). */
   input<Data extends TensorData = TensorData> (name: string): Tensor<Data> {
     const tensor = this.inputs.find((input) => input.name === name)
