@@ -6,7 +6,10 @@
 import { InferenceSession } from 'onnxruntime-node'
 import { onnx } from 'onnx-proto'
 import t from 'tap'
-import { identityGraph, simpleGraph } from '../example/onnx/graphs'
+import { readFileSync } from 'node:fs'
+import path from 'node:path'
+import { classify, testImage } from '../example/onnx/classifier-reference'
+import { classifierGraph, GRAPHS, identityGraph, simpleGraph } from '../example/onnx/graphs'
 import { datatypeOf, onnxSignature, ortTypeOf, runSession } from '../lib/onnxruntime'
 import { onnxRuntime } from '../lib/onnxruntime/runtime'
 import type { Datatype, ModelSignature } from '../types'
@@ -177,4 +180,29 @@ t.test('without onnxruntime-node, the adapter says which package to install', as
   const missing = () => { throw Object.assign(new Error("Cannot find module 'onnxruntime-node'"), { code: 'MODULE_NOT_FOUND' }) }
   t.throws(() => onnxRuntime(missing), { message: "fastify-triton-shm/onnxruntime needs the package 'onnxruntime-node': npm install onnxruntime-node" })
   t.equal(onnxRuntime().InferenceSession, InferenceSession, 'loads the installed package')
+})
+
+t.test('the committed graphs are the ones example/onnx/graphs.ts builds', async (t) => {
+  for (const [file, build] of Object.entries(GRAPHS)) {
+    t.same(readFileSync(path.join(__dirname, '..', 'example', 'onnx', file)), Buffer.from(build()), `${file} (npm run onnx-models rewrites it)`)
+  }
+})
+
+t.test('the tiny classifier through ORT and shared memory matches its JavaScript reference', async (t) => {
+  const image = testImage()
+  const imageBytes = Buffer.from(image.buffer)
+  const object = makeMappedObject(t, imageBytes.length + 4096, 'ort_classifier')
+  object.bytes.set(imageBytes)
+  const { app } = await buildInferApp(t, [await ortModel(classifierGraph(), 'tiny_classifier')])
+  await registerRegion(t, app, 'image', object.key, imageBytes.length + 4096)
+  const response = await infer(app, 'tiny_classifier', {
+    inputs: [shmInput('image', 'FP32', [1, 3, 224, 224], 'image', imageBytes.length)],
+    outputs: [shmOutput('probabilities', 'image', 40, imageBytes.length)]
+  })
+  t.equal(response.statusCode, 200, response.body)
+  const probabilities = Array.from(new Float32Array(object.bytes.buffer, object.bytes.byteOffset + imageBytes.length, 10))
+  const expected = classify(image)
+  const worst = Math.max(...probabilities.map((value, index) => Math.abs(value - expected[index])))
+  t.ok(worst < 1e-5, `every probability within 1e-5 of the reference (worst ${worst})`)
+  t.ok(Math.abs(probabilities.reduce((sum, value) => sum + value, 0) - 1) < 1e-5, 'they sum to 1')
 })
