@@ -5,13 +5,16 @@
  *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
-import fastifyTritonShm, { readInferRequest, useInferBodyParser } from '../lib/index'
+import fastifyTritonShm, { type InferRequest, readInferRequest, useInferBodyParser } from '../lib/index'
 import { type Model, models, run } from './models'
 import { version } from '../package.json'
 
 export interface ServerOptions {
   /** Each model execution first waits this long (milliseconds). */
   modelDelayMs?: number
+  /** Awaited before each model execution, once the request holds its regions: lets a test hold
+   * inferences in flight, or act when one gets there. */
+  beforeModel?: (request: FastifyRequest, infer: InferRequest) => Promise<void>
   /** Largest infer body accepted, in bytes (default 1 GiB). */
   bodyLimit?: number
   /** Largest JSON part of an infer body, in bytes (default 64 MiB, as Triton's). */
@@ -84,6 +87,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     const infer = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
       const model = modelOf(request)
       const inferRequest = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature })
+      await options.beforeModel?.(request, inferRequest)
       await run(model, inferRequest, options.modelDelayMs ?? 0)
       return inferRequest.respond(reply)
     }

@@ -172,7 +172,10 @@ function documented (schemas: ApiSchemas, hide = false, tags?: string[]): ApiSch
 }
 
 function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, schemas: ApiSchemas,
-  registerGate: onRequestHookHandler) {
+  clientShmGate: onRequestHookHandler) {
+  // Triton's switch refuses system unregister too; a server without GPUs answers CUDA unregister
+  // whatever it says (Triton's example client stops if it fails).
+  const unregisterGate = api.kind === 'system' ? [clientShmGate] : []
   const empty = async (_request: FastifyRequest, reply: FastifyReply) => json(reply).send()
   const routes = [
     {
@@ -192,7 +195,7 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       method: 'POST',
       url: '/region/:region_name/register',
       schema: schemas.register,
-      onRequest: [registerGate],
+      onRequest: [clientShmGate],
       // CUDA registrations are refused whatever they send: only system registrations read their
       // body, and log the refusals that come before the registry.
       ...(api.kind === 'system' && { preValidation: parseRegisterBody, config: { logRefusals: true } }),
@@ -206,6 +209,7 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       method: 'POST',
       url: '/region/:region_name/unregister',
       schema: schemas.unregister,
+      onRequest: unregisterGate,
       handler: async (request: RegionRequest, reply: FastifyReply) => {
         api.unregister(request.params.region_name)
         return empty(request, reply)
@@ -215,6 +219,7 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       method: 'POST',
       url: '/unregister',
       schema: schemas.unregisterAll,
+      onRequest: unregisterGate,
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         api.unregisterAll()
         return empty(request, reply)
@@ -224,7 +229,7 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       method: 'POST',
       url: '/register',
       schema: HIDDEN,
-      onRequest: [registerGate],
+      onRequest: [clientShmGate],
       handler: async () => { throw errors.missingRegionName(api.kind) }
     }
   ] as const
@@ -247,10 +252,10 @@ export async function routes (app: FastifyInstance, options: RoutesOptions) {
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, keepBodyText)
   if (options.restrictedApi !== undefined) app.addHook('onRequest', headerGate(options.restrictedApi))
 
-  const registerGate: onRequestHookHandler = async () => {
+  const clientShmGate: onRequestHookHandler = async () => {
     if (!options.allowClientShm) throw errors.clientShmDisabled()
   }
   const { hide, systemTags, cudaTags } = options.openapi
-  mountApi(app, '/v2/systemsharedmemory', systemApi(options.registry), documented(systemSchemas, hide, systemTags), registerGate)
-  mountApi(app, '/v2/cudasharedmemory', cudaApi, documented(cudaSchemas, hide, cudaTags), registerGate)
+  mountApi(app, '/v2/systemsharedmemory', systemApi(options.registry), documented(systemSchemas, hide, systemTags), clientShmGate)
+  mountApi(app, '/v2/cudasharedmemory', cudaApi, documented(cudaSchemas, hide, cudaTags), clientShmGate)
 }

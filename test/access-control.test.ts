@@ -6,7 +6,7 @@ import type { FastifyInstance, HTTPMethods } from 'fastify'
 import t from 'tap'
 import { buildApp, CUDA, registerBody, SYSTEM } from './helpers/app'
 import { assertEmptySuccess, assertError, register } from './helpers/http'
-import { makeObject, PAGE_SIZE, uniqueKey } from './helpers/shm'
+import { makeObject, mappingsOf, PAGE_SIZE, uniqueKey } from './helpers/shm'
 import { makeDirectory, makeFifo } from './helpers/special-objects'
 
 const DISABLED = /^Client shared memory is disabled\. /
@@ -44,14 +44,48 @@ t.test('allowClientShm: false', async (t) => {
     assertError(t, response, 405, 'Method Not Allowed')
   })
 
-  t.test('unregister still works', async (t) => {
-    assertEmptySuccess(t, await app.inject({ method: 'POST', url: `${SYSTEM}/region/by-host/unregister` }))
-    t.same(app.systemSharedMemory.status(), [])
-    app.systemSharedMemory.register('again', { key, byteSize: 64 })
-    assertEmptySuccess(t, await app.inject({ method: 'POST', url: `${SYSTEM}/unregister` }))
-    t.same(app.systemSharedMemory.status(), [])
+  t.test('both system unregister routes answer 501 too, before the body is read, and change nothing', async (t) => {
+    const statusBefore = (await app.inject({ method: 'GET', url: `${SYSTEM}/status` })).body
+    const mappingsBefore = mappingsOf(key)
+    t.equal(mappingsBefore.length, 1, 'the host\'s region is mapped')
+    const lease = app.systemSharedMemory.acquire('by-host', 0, 64)
+    lease.buffer.fill(0x5a)
+    t.teardown(() => lease.release())
+    const oversized = 'x'.repeat(128 * 1024) // beyond the body limit: 413 if it were read
+    for (const url of [`${SYSTEM}/region/by-host/unregister`, `${SYSTEM}/region/unknown/unregister`, `${SYSTEM}/unregister`]) {
+      for (const payload of [undefined, '', '{not json', oversized]) {
+        const message = assertError(t, await app.inject({ method: 'POST', url, payload }), 501, DISABLED)
+        t.equal(message, "Client shared memory is disabled. Register the plugin with 'allowClientShm: true' to enable.",
+          `${url}: register's message, word for word`)
+      }
+    }
+    t.equal((await app.inject({ method: 'GET', url: `${SYSTEM}/status` })).body, statusBefore, 'status is the same after')
+    t.same(mappingsOf(key), mappingsBefore, 'nothing was unmapped')
+    t.equal(lease.buffer.length, 64, 'a lease still reads its region')
+    t.ok(lease.buffer.every((byte) => byte === 0x5a))
+  })
+
+  t.test('a wrong method on unregister is still 405', async (t) => {
+    for (const url of [`${SYSTEM}/region/by-host/unregister`, `${SYSTEM}/unregister`]) {
+      assertError(t, await app.inject({ method: 'GET', url }), 405, 'Method Not Allowed')
+    }
+  })
+
+  t.test('CUDA unregister answers 200 as a server without GPUs does', async (t) => {
     assertEmptySuccess(t, await app.inject({ method: 'POST', url: `${CUDA}/region/x/unregister` }))
     assertEmptySuccess(t, await app.inject({ method: 'POST', url: `${CUDA}/unregister` }))
+  })
+
+  t.test('the host still unregisters through the registry', async (t) => {
+    app.systemSharedMemory.unregister('by-host')
+    t.same(app.systemSharedMemory.status(), [], 'once its last lease ends')
+    t.same(mappingsOf(key), [], 'unmapped')
+    app.systemSharedMemory.register('again', { key, byteSize: 64 })
+    app.systemSharedMemory.unregisterAll()
+    t.same(app.systemSharedMemory.status(), [])
+    const status = await app.inject({ method: 'GET', url: `${SYSTEM}/status` })
+    t.equal(status.statusCode, 200)
+    t.equal(status.body, '[]', 'status answers an empty list')
   })
 })
 
@@ -154,11 +188,12 @@ t.test('restrictedApi', async (t) => {
 
   t.test('the header check runs before the allowClientShm gate', async (t) => {
     const closed = await buildApp(t, { restrictedApi, allowClientShm: false })
-    const url = `${SYSTEM}/region/r/register`
-    assertError(t, await closed.inject({ method: 'POST', url, payload: registerBody(key, 16) }), 403, forbidden)
-    assertError(t, await closed.inject({
-      method: 'POST', url, payload: registerBody(key, 16), headers: { 'x-triton-shm-key': 'let-me-in' }
-    }), 501, DISABLED)
+    for (const url of [`${SYSTEM}/region/r/register`, `${SYSTEM}/region/r/unregister`, `${SYSTEM}/unregister`]) {
+      assertError(t, await closed.inject({ method: 'POST', url, payload: registerBody(key, 16) }), 403, forbidden)
+      assertError(t, await closed.inject({
+        method: 'POST', url, payload: registerBody(key, 16), headers: { 'x-triton-shm-key': 'let-me-in' }
+      }), 501, DISABLED)
+    }
   })
 })
 

@@ -8,7 +8,6 @@ import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import path from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { randomSuffix, runClient } from '../example/client'
@@ -19,6 +18,7 @@ import { version } from '../package.json'
 import { buildApp } from './helpers/app'
 import { binaryBody, binaryInput, bytesOfValues, makeMappedObject, shmInput, shmOutput } from './helpers/kserve'
 import { makeObject, objectPath, uniqueKey, unlinkOnTeardown } from './helpers/shm'
+import { bounded, Gate, whenEvent } from './helpers/sync'
 
 const ROOT = path.join(__dirname, '..')
 const SYSTEM = '/v2/systemsharedmemory'
@@ -35,16 +35,16 @@ async function listen (t: Test, app: FastifyInstance): Promise<string> {
 interface Example {
   app: FastifyInstance
   baseUrl: string
-  /** Resolves when the next request reaches its handler (its body parsed, its handler about to run). */
-  nextHandler(): Promise<void>
+  /** Resolves with the error the next failing handler ends with. */
+  nextError(): Promise<Error>
 }
 
 async function startExample (t: Test, options: ServerOptions = {}): Promise<Example> {
   const app = await buildServer(options)
-  const waiting: Array<() => void> = []
-  app.addHook('preHandler', async () => { for (const resolve of waiting.splice(0)) resolve() })
-  const nextHandler = () => new Promise<void>((resolve) => { waiting.push(resolve) })
-  return { app, baseUrl: await listen(t, app), nextHandler }
+  const waiting: Array<(error: Error) => void> = []
+  app.addHook('onError', async (_request, _reply, error) => { for (const resolve of waiting.splice(0)) resolve(error) })
+  const nextError = () => bounded(new Promise<Error>((resolve) => { waiting.push(resolve) }), 'no handler failed')
+  return { app, baseUrl: await listen(t, app), nextError }
 }
 
 async function getJson (url: string): Promise<{ status: number, type: string | null, body: unknown }> {
@@ -55,15 +55,10 @@ async function getJson (url: string): Promise<{ status: number, type: string | n
 const post = (url: string, body?: unknown, signal?: AbortSignal) =>
   fetch(url, { method: 'POST', body: body === undefined ? undefined : JSON.stringify(body), signal })
 
-/** Polls `check` until it holds, for at most `ms`; returns whether it did. */
-async function eventually (check: () => boolean, ms = 2000): Promise<boolean> {
-  const deadline = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > deadline) return false
-    await sleep(5)
-  }
-  return true
-}
+/** Resolves once the app's registry holds no region: leases end as responses close, which may
+ * come after the client has read its answer. */
+const untilNoRegion = (app: FastifyInstance, what: string) =>
+  whenEvent(app.systemSharedMemory, 'unregister', () => app.systemSharedMemory.status().length === 0, what)
 
 const shmLeftovers = (suffix: string) => readdirSync('/dev/shm').filter((name) => name.includes(suffix))
 
@@ -199,12 +194,11 @@ const statusNames = async (baseUrl: string) =>
   ((await getJson(`${baseUrl}${SYSTEM}/status`)).body as Array<{ name: string }>).map(({ name }) => name)
 
 t.test('unregister-all during a slow inference is deferred until its response is sent', async (t) => {
-  const { app, baseUrl, nextHandler } = await startExample(t, { modelDelayMs: 300 })
+  const model = new Gate(false)
+  const { app, baseUrl } = await startExample(t, { beforeModel: model.pass })
   const { output, request } = await simpleRegions(t, baseUrl)
-  const inHandler = nextHandler()
   const inference = post(`${baseUrl}/v2/models/simple/infer`, request)
-  await inHandler
-  await sleep(20) // the handler has read the request (and leased its regions) before the model's delay
+  await model.untilHeld(1, 'the inference never reached its model') // it holds its regions, and waits
 
   const unregister = await post(`${baseUrl}${SYSTEM}/unregister`)
   t.equal(unregister.status, 200, 'unregister-all answers at once')
@@ -214,6 +208,7 @@ t.test('unregister-all during a slow inference is deferred until its response is
   t.equal(again.status, 400)
   t.same(await again.json(), { error: "shared memory region 'in' already in manager" }, 'and keep their names')
 
+  model.open()
   const response = await inference
   t.equal(response.status, 200)
   t.equal(await response.text(), '{"model_name":"simple","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1,16]},' +
@@ -221,12 +216,14 @@ t.test('unregister-all during a slow inference is deferred until its response is
   t.same(Array.from(new Int32Array(output.bytes.buffer, 0, 32)),
     [...Array.from({ length: 16 }, (_, index) => index + 1), ...Array.from({ length: 16 }, (_, index) => index - 1)],
     'the results were written into the regions')
-  t.ok(await eventually(() => app.systemSharedMemory.status().length === 0), 'the regions went away with the response, without another call')
+  await untilNoRegion(app, 'the regions stayed after the response')
+  t.pass('the regions went away with the response, without another call')
   t.same(await statusNames(baseUrl), [])
 })
 
 t.test('a client that aborts a slow inference releases its leases', async (t) => {
-  const { app, baseUrl, nextHandler } = await startExample(t, { modelDelayMs: 1000 })
+  const model = new Gate(false)
+  const { app, baseUrl, nextError } = await startExample(t, { beforeModel: model.pass })
   const simple = models.get('simple')!
   const execute = simple.execute
   let executed = false
@@ -236,23 +233,24 @@ t.test('a client that aborts a slow inference releases its leases', async (t) =>
   }
   t.teardown(() => { simple.execute = execute })
   const { request } = await simpleRegions(t, baseUrl)
-  const inHandler = nextHandler()
   const controller = new AbortController()
   const inference = post(`${baseUrl}/v2/models/simple/infer`, request, controller.signal).catch((error: Error) => error)
-  await inHandler
-  await sleep(20)
+  await model.untilHeld(1, 'the inference never reached its model')
 
   t.equal((await post(`${baseUrl}${SYSTEM}/unregister`)).status, 200)
   t.same(await statusNames(baseUrl), ['in', 'out'], 'deferred: the inference holds both regions')
   controller.abort()
   t.match(await inference, { name: 'AbortError' }, 'the client gave up')
-  t.ok(await eventually(() => app.systemSharedMemory.status().length === 0, 900), 'the regions went away when the client left')
+  await untilNoRegion(app, 'the regions stayed after the client left')
+  t.equal(model.held, 1, 'the model is still held back')
   t.notOk(executed, 'while the model was still waiting: the abort released the leases, not the end of the handler')
   t.same(await statusNames(baseUrl), [])
 
   // The request's signal told the service the client left: the model never runs over memory that is gone.
-  await sleep(1200)
-  t.notOk(executed, 'the abandoned request was dropped once its delay ended')
+  const failed = nextError()
+  model.open()
+  t.match(await failed, { statusCode: 499 }, 'the handler stopped with "client closed request"')
+  t.notOk(executed, 'the abandoned request was dropped once its wait ended')
   t.equal((await fetch(`${baseUrl}/v2/health/live`)).status, 200, 'the service still answers')
 })
 
@@ -376,9 +374,10 @@ t.test('npm run example: starts the service, runs the client, exits 0 with PASS'
   let output = ''
   child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
   child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString() })
-  const timer = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), 20_000)
-  const [code] = await once(child, 'exit') as [number | null]
-  clearTimeout(timer)
+  const exited = once(child, 'exit')
+  // Only a run that hangs is ended here: a slow machine just takes longer.
+  t.teardown(() => { if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, 'SIGKILL') })
+  const [code] = await bounded(exited, 'npm run example did not exit') as [number | null]
   t.equal(code, 0, output)
   t.match(output, /PASS: every result checked correct/)
   t.match(output, new RegExp(`registered output_data${suffix} and input_data${suffix}`), 'the run used the unique names')

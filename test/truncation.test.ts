@@ -4,6 +4,7 @@
  * end reads zeros instead of killing the process with SIGBUS.
  */
 import { spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
 import { truncateSync } from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
@@ -12,6 +13,7 @@ import { SharedMemoryError } from '../lib/errors'
 import { buildApp, SYSTEM } from './helpers/app'
 import { assertEmptySuccess } from './helpers/http'
 import { makeObject, mappingsOf, objectPath, PAGE_SIZE, uniqueKey, unlinkOnTeardown } from './helpers/shm'
+import { PATIENCE_MS } from './helpers/sync'
 
 const REGION_BYTES = 16 * PAGE_SIZE
 const truncated = (name: string) => `shared memory region '${name}' is no longer usable: its object was truncated ` +
@@ -76,28 +78,39 @@ t.test('a child process truncates while the server reads and writes in a loop', 
   const key = makeObject(t, REGION_BYTES)
   registry.register('r', { key, byteSize: REGION_BYTES })
 
+  // The child truncates when told, once the loop has run a while; the loop goes on meanwhile.
   const child = spawn(process.execPath, ['-e', `
     const fs = require('node:fs')
-    setTimeout(() => { fs.truncateSync(${JSON.stringify(objectPath(key))}, 0); process.exit(0) }, 50)
-  `], { stdio: 'ignore' })
-  const childExited = new Promise((resolve) => child.once('exit', resolve))
+    process.stdin.once('data', () => { fs.truncateSync(${JSON.stringify(objectPath(key))}, 0); process.exit(0) })
+  `], { stdio: ['pipe', 'ignore', 'inherit'] })
+  t.teardown(() => { if (child.exitCode === null) child.kill() })
+  let childExited = false
+  const exited = once(child, 'exit').finally(() => { childExited = true })
+  const patience = setTimeout(() => child.kill(), PATIENCE_MS) // a child that never truncates ends the loop
+  t.teardown(() => clearTimeout(patience))
 
+  const TOLD_AFTER = 256
   let rounds = 0
   let refusal: unknown
-  const deadline = Date.now() + 10_000
-  while (refusal === undefined && Date.now() < deadline) {
+  let roundsAfterExit = 0
+  while (refusal === undefined && roundsAfterExit === 0) {
+    // Once the child has exited, the object is truncated: this acquire must be refused.
+    const exitedBefore = childExited
     try {
       const lease = registry.acquire('r', 0, REGION_BYTES)
       for (let index = 0; index < lease.buffer.length; index += 512) lease.buffer[index] = (lease.buffer[index] + 1) & 0xff
       lease.release()
       rounds++
+      if (exitedBefore) roundsAfterExit++
+      if (rounds === TOLD_AFTER) child.stdin.end('truncate\n')
       if (rounds % 64 === 0) await new Promise((resolve) => setImmediate(resolve))
     } catch (error) {
       refusal = error
     }
   }
-  await childExited
-  t.ok(rounds > 0, `the server read and wrote the region ${rounds} times before the truncation`)
+  t.equal(roundsAfterExit, 0, 'no acquire succeeded once the child had truncated the object')
+  t.same(await exited, [0, null], 'the child truncated the object and exited')
+  t.ok(rounds >= TOLD_AFTER, `the server read and wrote the region ${rounds} times before the truncation`)
   t.match(refusal, new SharedMemoryError(400, truncated('r')), 'then refused it as truncated')
   t.equal(registry.status().length, 1, 'the region is still listed, to be unregistered')
 })
@@ -121,12 +134,12 @@ t.test('a SIGBUS that is not ours still reaches the handler that was there befor
   const withListener = run(`process.on('SIGBUS', () => { console.log('previous handler ran'); process.exit(0) })
     ${addonUser}
     process.kill(process.pid, 'SIGBUS')
-    setTimeout(() => process.exit(3), 5000)`)
+    setTimeout(() => process.exit(3), ${PATIENCE_MS})`) // only a child whose SIGBUS went nowhere waits this long
   t.equal(withListener.stdout.trim(), 'previous handler ran', 'a listener installed before is called')
   t.equal(withListener.status, 0)
 
   const withDefault = run(`${addonUser}
     process.kill(process.pid, 'SIGBUS')
-    setTimeout(() => process.exit(3), 5000)`)
+    setTimeout(() => process.exit(3), ${PATIENCE_MS})`) // only a child whose SIGBUS went nowhere waits this long
   t.equal(withDefault.signal, 'SIGBUS', 'with no handler before, the default action still ends the process')
 })

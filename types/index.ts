@@ -88,7 +88,8 @@ export interface FastifyTritonShmOptions extends Omit<RegistryOptions, 'logger'>
   prefix?: string
   /** Name of the decorator on the Fastify instance. Default `systemSharedMemory`. */
   decorator?: string
-  /** When false, registering a region answers 501 (status and unregister still work). Default true. */
+  /** When false, register and both system unregister routes answer 501, as Triton does without client
+   * shared memory (status still works; the registry's own methods are not affected). Default true. */
   allowClientShm?: boolean
   /** Serve the whole API only to requests that carry this header with this value (else 403). */
   restrictedApi?: { header: string, value: string }
