@@ -14,6 +14,7 @@ import { bytes, elapsedSeconds, gbPerSecond, ms, num, progress, ratio, table } f
 import { type InferPoint, inferSuite } from './infer'
 import { TRANSPORTS, type Transport } from './infer-fixtures'
 import { MemcpyBaseline } from './memcpy'
+import { type OnnxPlan, onnxSuite } from './onnx'
 import { type Chart, renderSvg } from './plot'
 import { registerSuite } from './register'
 import { registerHttpSuite } from './register-http'
@@ -31,6 +32,7 @@ const RESULTS_DIR = path.join(__dirname, 'results')
 
 interface Plan {
   mode: 'quick' | 'full'
+  onnx: OnnxPlan
   register: { sizes: number[], batchSeconds: number, batches: number }
   views: { sizes: number[], iterations: number, batches: number }
   route: { rounds: number, secondsPerRun: number, connections: number, pipelining: number }
@@ -45,7 +47,8 @@ const PLANS: Record<Plan['mode'], Plan> = {
     views: { sizes: [4 * KiB, MiB, GiB], iterations: 50_000, batches: 5 },
     route: { rounds: 3, secondsPerRun: 1.5, connections: 10, pipelining: 8 },
     registerHttp: { seconds: 2, connections: 4 },
-    infer: { sizes: [64 * KiB, MiB, 4 * MiB], headlineBytes: 4 * MiB, connections: 2, targetSeconds: 1.5, rounds: 2, maxRequests: 20_000 }
+    infer: { sizes: [64 * KiB, MiB, 4 * MiB], headlineBytes: 4 * MiB, connections: 2, targetSeconds: 1.5, rounds: 2, maxRequests: 20_000 },
+    onnx: { identityBytes: 4 * MiB, largeBytes: 16 * MiB, smallBytes: MiB, secondsPerRun: 1, rounds: 2, connections: 2 }
   },
   full: {
     mode: 'full',
@@ -53,7 +56,8 @@ const PLANS: Record<Plan['mode'], Plan> = {
     views: { sizes: [4 * KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB, GiB], iterations: 200_000, batches: 9 },
     route: { rounds: 6, secondsPerRun: 4, connections: 10, pipelining: 8 },
     registerHttp: { seconds: 8, connections: 4 },
-    infer: { sizes: [64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB], headlineBytes: 16 * MiB, connections: 2, targetSeconds: 6, rounds: 3, maxRequests: 100_000 }
+    infer: { sizes: [64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB], headlineBytes: 16 * MiB, connections: 2, targetSeconds: 6, rounds: 3, maxRequests: 100_000 },
+    onnx: { identityBytes: 16 * MiB, largeBytes: 64 * MiB, smallBytes: MiB, secondsPerRun: 3, rounds: 3, connections: 2 }
   }
 }
 
@@ -63,7 +67,10 @@ const GOALS = {
   viewLargeVsSmall: { at: 'most', value: 1.5 },
   inferSpeedupVsJson: { at: 'least', value: 50 },
   inferSpeedupVsBinary: { at: 'least', value: 5 },
-  shmBandwidthVsMemcpy: { at: 'least', value: 0.3 }
+  shmBandwidthVsMemcpy: { at: 'least', value: 0.3 },
+  ortShmSpeedupVsBinary: { at: 'least', value: 1 },
+  ortShmBandwidthVsMemcpy: { at: 'least', value: 0.6 },
+  shmAnonRssGrowth: { at: 'most', value: 0.1 }
 } as const
 
 type Headline = keyof typeof GOALS
@@ -134,7 +141,7 @@ async function main () {
   const memcpy = new MemcpyBaseline()
   progress(`compiling bench/server.ts to plain JS and starting it as a child process${profileDir === undefined ? '' : ` (CPU profile to ${profileDir})`}`)
   const server = await ServerProcess.start({ cpuProfileDir: profileDir })
-  let route, registerHttp, infer
+  let route, registerHttp, infer, onnx
   const rssAfter: Record<string, number> = {}
   try {
     rssAfter.start = (await server.stats()).peakRssBytes
@@ -147,6 +154,8 @@ async function main () {
     progress(`inference, tensors of ${plan.infer.sizes.map(bytes).join(', ')}`)
     infer = await inferSuite(server, memcpy, { ...plan.infer, transports: TRANSPORTS })
     rssAfter.infer = (await server.stats()).peakRssBytes
+    onnx = await onnxSuite(server, plan.onnx)
+    rssAfter.onnx = (await server.stats()).peakRssBytes
   } finally {
     progress('stopping the server child')
     await server.stop()
@@ -189,6 +198,17 @@ async function main () {
         ratio(ratios.bandwidthVsMemcpy), ratio(ratios.bandwidthVsMemcpy * 2)]
     })))
 
+  const anonGrowth = (transport: 'shm' | 'binary') => (onnx.rssAnon[transport].large - onnx.rssAnon[transport].small) / onnx.largeBytes
+  print(table('ONNX Runtime through fastify-triton-shm/onnxruntime: shared memory against binary data',
+    ['model', 'tensor', 'shm req/s', 'binary req/s', 'shm / binary'],
+    [['identity_fp32', bytes(onnx.identity.tensorBytes), num(onnx.identity.shm), num(onnx.identity.binary), ratio(onnx.identity.shm / onnx.identity.binary)],
+      ['tiny_classifier', bytes(onnx.classifier.inputBytes), num(onnx.classifier.shm), num(onnx.classifier.binary), ratio(onnx.classifier.shm / onnx.classifier.binary)]],
+    [`identity_fp32 at ${bytes(onnx.bandwidth.tensorBytes)} through shm, 1 connection: ORT copied ${gbPerSecond(onnx.bandwidth.bytesPerSecond)} ` +
+      `(memcpy: ${gbPerSecond(memcpyResult.copiedBytesPerSecond)} copied).`,
+    `Server RssAnon (private memory), its rise under identity_fp32 at ${bytes(onnx.smallBytes)} and ${bytes(onnx.largeBytes)}: ` +
+      `shm ${bytes(onnx.rssAnon.shm.small)} and ${bytes(onnx.rssAnon.shm.large)}, binary ${bytes(onnx.rssAnon.binary.small)} and ${bytes(onnx.rssAnon.binary.large)}.`,
+    'Every output was checked once per model and transport: identity byte for byte, the classifier against its JavaScript reference.']))
+
   const headlineBytes = plan.infer.headlineBytes
   const headlineRatios = inferRatios(infer.points, headlineBytes, memcpyResult.movedBytesPerSecond)
   const worstRegister = register.reduce((worst, point) => point.ratio > worst.ratio ? point : worst)
@@ -198,7 +218,10 @@ async function main () {
     viewLargeVsSmall: largeView.ns / smallView.ns,
     inferSpeedupVsJson: headlineRatios.vsJson,
     inferSpeedupVsBinary: headlineRatios.vsBinary,
-    shmBandwidthVsMemcpy: headlineRatios.bandwidthVsMemcpy
+    shmBandwidthVsMemcpy: headlineRatios.bandwidthVsMemcpy,
+    ortShmSpeedupVsBinary: onnx.identity.shm / onnx.identity.binary,
+    ortShmBandwidthVsMemcpy: onnx.bandwidth.bytesPerSecond / memcpyResult.copiedBytesPerSecond,
+    shmAnonRssGrowth: anonGrowth('shm')
   }
   const how: Record<Headline, string> = {
     routeRatio: `status / bare req/s, ${route.regions} regions`,
@@ -206,7 +229,10 @@ async function main () {
     viewLargeVsSmall: `${bytes(largeView.regionBytes)} vs ${bytes(smallView.regionBytes)}`,
     inferSpeedupVsJson: `req/s, ${bytes(headlineBytes)} tensors`,
     inferSpeedupVsBinary: `req/s, ${bytes(headlineBytes)} tensors`,
-    shmBandwidthVsMemcpy: `${bytes(headlineBytes)} tensors; read + written on both sides (vs bytes copied: ${num(headlineRatios.bandwidthVsMemcpy * 2)})`
+    shmBandwidthVsMemcpy: `${bytes(headlineBytes)} tensors; read + written on both sides (vs bytes copied: ${num(headlineRatios.bandwidthVsMemcpy * 2)})`,
+    ortShmSpeedupVsBinary: `identity_fp32, ${bytes(onnx.identity.tensorBytes)}, req/s (tiny_classifier: ${num(onnx.classifier.shm / onnx.classifier.binary)})`,
+    ortShmBandwidthVsMemcpy: `identity_fp32, ${bytes(onnx.bandwidth.tensorBytes)}: bytes ORT copied / memcpy bytes copied`,
+    shmAnonRssGrowth: `RssAnon rise at ${bytes(onnx.largeBytes)} - at ${bytes(onnx.smallBytes)}, / ${bytes(onnx.largeBytes)} (binary: ${num(anonGrowth('binary'))})`
   }
   const peakRssBytes = Math.max(...Object.values(rssAfter))
   print(table(`Summary (${plan.mode} run, ${elapsedSeconds().toFixed(0)} s)`, ['figure', 'value', 'goal', 'met', 'measured as'],
@@ -226,6 +252,8 @@ async function main () {
     registerCycleVsSyscallsBySize: Object.fromEntries(register.map((point) => [point.regionBytes, round(point.ratio)])),
     viewRegionBytes: [smallView.regionBytes, largeView.regionBytes],
     routeCpuRatio: round(route.cpuRatio),
+    ortClassifierShmSpeedupVsBinary: round(onnx.classifier.shm / onnx.classifier.binary),
+    binaryAnonRssGrowth: round(anonGrowth('binary')),
     latency: {
       ...latency,
       register_http: { p50Ms: round(registerHttp.registerMs.p50), p99Ms: round(registerHttp.registerMs.p99) },
@@ -240,7 +268,7 @@ async function main () {
   const suffix = plan.mode === 'quick' ? '-quick' : ''
   const resultsFile = path.join(RESULTS_DIR, `results${suffix}.json`)
   const plotFile = path.join(RESULTS_DIR, `scaling${suffix}.svg`)
-  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, views, route, registerHttp, memcpy: memcpyResult, infer, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
+  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, views, route, registerHttp, memcpy: memcpyResult, infer, onnx, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
   writeFileSync(plotFile, renderSvg(`fastify-triton-shm bench (${plan.mode})`,
     `${host.cpus} x ${host.cpuModel}, node ${host.node}; add_sub_fp32, ${plan.infer.connections} connections; ${new Date().toISOString().slice(0, 16)}Z`,
     charts(infer.points, sizes, memcpyResult.movedBytesPerSecond, register, views)))

@@ -10,7 +10,7 @@
  * native addon build.
  */
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
@@ -29,5 +29,11 @@ export function buildServer (): string {
   // Dependencies resolve from the project; the addon is found where lib/posix-shm looks: <root>/build.
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(directory, 'node_modules'), 'dir')
   symlinkSync(path.join(ROOT, 'build'), path.join(directory, 'build'), 'dir')
+  // The example's ONNX graphs are read beside its compiled models.
+  const graphs = path.join(ROOT, 'example', 'onnx')
+  mkdirSync(path.join(directory, 'example', 'onnx'), { recursive: true })
+  for (const file of readdirSync(graphs).filter((name) => name.endsWith('.onnx'))) {
+    copyFileSync(path.join(graphs, file), path.join(directory, 'example', 'onnx', file))
+  }
   return path.join(directory, 'bench', 'server.js')
 }

@@ -1,11 +1,14 @@
 /**
  * The flow of Triton's `simple_http_shm_client` example, in Node: inputs and outputs of `simple`
- * (INT32) and `simple_string` (BYTES) live in shared memory; no tensor byte crosses the socket.
+ * (INT32, an ONNX graph run by ONNX Runtime) and `simple_string` (BYTES) live in shared memory;
+ * no tensor byte crosses the socket. Then an image through `tiny_classifier` (ONNX), checked
+ * against the network computed in JavaScript.
  *
  *   npm run example:client -- http://127.0.0.1:8000
  */
 import { randomBytes } from 'node:crypto'
 import { KServeClient, SharedMemoryObject, readBytesElements, serializedSize, writeBytesTensor } from '../lib/index'
+import { classify, testImage } from './onnx/classifier-reference'
 
 const ELEMENTS = 16
 const TENSOR_BYTES = ELEMENTS * 4
@@ -66,9 +69,18 @@ class Transcript {
   }
 
   check (what: string, expected: unknown[], actual: unknown[]) {
-    const correct = JSON.stringify(expected) === JSON.stringify(actual)
+    this.record(what, JSON.stringify(expected) === JSON.stringify(actual), JSON.stringify(actual))
+  }
+
+  /** Checks numbers that a different order of float operations may change in their last digits. */
+  checkClose (what: string, expected: ArrayLike<number>, actual: ArrayLike<number>, tolerance: number) {
+    const worst = Math.max(...Array.from(actual, (value, index) => Math.abs(value - expected[index])))
+    this.record(what, actual.length === expected.length && worst <= tolerance, `[${Array.from(actual, (value) => value.toFixed(4)).join(', ')}]`)
+  }
+
+  record (what: string, correct: boolean, actual: string) {
     this.ok &&= correct
-    this.say(`${correct ? 'ok  ' : 'FAIL'} ${what}: ${JSON.stringify(actual)}`)
+    this.say(`${correct ? 'ok  ' : 'FAIL'} ${what}: ${actual}`)
   }
 
   async time<T> (what: string, action: () => Promise<T>): Promise<T> {
@@ -137,7 +149,28 @@ async function runSimpleString (client: KServeClient, transcript: Transcript, su
   }
 }
 
-/** Runs both flows against the server at `baseUrl`. */
+async function runClassifier (client: KServeClient, transcript: Transcript, suffix: string) {
+  const image = testImage()
+  const classes = 10
+  const region = createFresh(`/image${suffix}`, image.byteLength + classes * 4)
+  try {
+    new Float32Array(region.bytes.buffer, 0, image.length).set(image)
+    await client.registerSystemSharedMemory(`image${suffix}`, region.key, region.byteSize)
+    transcript.say(`registered image${suffix}: a 3 x 224 x 224 FP32 image (${image.byteLength} bytes) and room for ${classes} probabilities`)
+    const response = await transcript.time('infer tiny_classifier, image and probabilities in shared memory', () => client.infer('tiny_classifier', {
+      inputs: [{ name: 'image', datatype: 'FP32', shape: [1, 3, 224, 224], parameters: { shared_memory_region: `image${suffix}`, shared_memory_byte_size: image.byteLength } }],
+      outputs: [shmOutput('probabilities', `image${suffix}`, image.byteLength, classes * 4)]
+    }))
+    transcript.say(`response: ${JSON.stringify(response)}`)
+    transcript.checkClose('probabilities = the network computed in JavaScript', classify(image),
+      new Float32Array(region.bytes.buffer, image.byteLength, classes), 1e-5)
+    await client.unregisterSystemSharedMemory(`image${suffix}`)
+  } finally {
+    region.destroy()
+  }
+}
+
+/** Runs every flow against the server at `baseUrl`. */
 export async function runClient (baseUrl: string, options: ClientOptions = {}): Promise<ClientRun> {
   const client = new KServeClient(baseUrl)
   const transcript = new Transcript(options.log ?? (() => {}))
@@ -147,6 +180,7 @@ export async function runClient (baseUrl: string, options: ClientOptions = {}): 
   transcript.say('unregistered all system and CUDA shared memory regions')
   await runSimple(client, transcript, suffix)
   await runSimpleString(client, transcript, suffix)
+  await runClassifier(client, transcript, suffix)
   return { transcript: transcript.lines, ok: transcript.ok }
 }
 

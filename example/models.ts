@@ -1,14 +1,19 @@
 /**
  * The example's models: the same signatures as Triton's example models of those names, so
- * Triton's own example clients and perf_analyzer can run against this server.
+ * Triton's own example clients and perf_analyzer can run against this server. `simple`,
+ * `identity_fp32` and `tiny_classifier` are ONNX graphs (example/onnx) run by ONNX Runtime through
+ * fastify-triton-shm/onnxruntime; `simple_string` and `add_sub_fp32` are JavaScript.
  */
+import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { InferenceSession } from 'onnxruntime-node'
 import type { BytesElements, InferRequest, ModelSignature } from '../lib/index'
+import { onnxSignature, type OnnxSignatureOptions, runSession } from '../lib/onnxruntime'
 
 export interface Model {
   signature: ModelSignature
   /** Reads the inputs, fills the outputs. */
-  execute(infer: InferRequest): void
+  execute(infer: InferRequest): void | Promise<void>
 }
 
 const pair = (datatype: ModelSignature['inputs'][number]['datatype'], shape: number[], prefix: string) =>
@@ -38,9 +43,6 @@ function sumAndDifference (name: string, datatype: 'INT32' | 'FP32', shape: numb
   }
 }
 
-/** Triton's example model: INT32 INPUT0, INPUT1 of shape [-1, 16], batches of up to 8. */
-const simple = sumAndDifference('simple', 'INT32', [-1, 16], 8)
-
 /** As `simple`, with BYTES tensors holding decimal integers as strings. */
 const simpleString: Model = {
   signature: {
@@ -69,12 +71,27 @@ const simpleString: Model = {
  * the benchmarks' model. */
 const addSubFp32 = sumAndDifference('add_sub_fp32', 'FP32', [-1], Infinity)
 
-export const models = new Map([simple, simpleString, addSubFp32].map((model) => [model.signature.name, model]))
+/** A graph of example/onnx, run by ONNX Runtime with no tensor byte copied in Node. */
+async function onnxModel (file: string, options: OnnxSignatureOptions): Promise<Model> {
+  const session = await InferenceSession.create(path.join(__dirname, 'onnx', file))
+  return { signature: onnxSignature(session, { versions: ['1'], ...options }), execute: (infer) => runSession(session, infer) }
+}
+
+/** Every model of the example, by name. */
+export async function loadModels (): Promise<Map<string, Model>> {
+  const onnxModels = await Promise.all([
+    // Triton's example model: INT32 INPUT0, INPUT1 of shape [-1, 16], batches of up to 8.
+    onnxModel('simple.onnx', { name: 'simple', maxBatchSize: 8 }),
+    onnxModel('identity_fp32.onnx', { name: 'identity_fp32' }),
+    onnxModel('tiny_classifier.onnx', { name: 'tiny_classifier' })
+  ])
+  return new Map([...onnxModels, simpleString, addSubFp32].map((model) => [model.signature.name, model]))
+}
 
 /** Runs a model, first waiting `delayMs` (to show that regions in use outlive their unregister).
  * A client that left meanwhile gets no run: its regions may be unmapped already. */
 export async function run (model: Model, infer: InferRequest, delayMs: number): Promise<void> {
   if (delayMs > 0) await sleep(delayMs)
   infer.signal.throwIfAborted()
-  model.execute(infer)
+  await model.execute(infer)
 }

@@ -6,7 +6,7 @@
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, { type InferRequest, readInferRequest, useInferBodyParser } from '../lib/index'
-import { type Model, models, run } from './models'
+import { loadModels, type Model, run } from './models'
 import { version } from '../package.json'
 
 export interface ServerOptions {
@@ -22,6 +22,8 @@ export interface ServerOptions {
   /** A request not received whole within this long is answered 408 and its connection closed
    * (milliseconds, default 60 000): a client trickling its body cannot hold the server forever. */
   requestTimeoutMs?: number
+  /** The models to serve (default: every model of ./models). */
+  models?: Map<string, Model>
   fastify?: FastifyServerOptions
 }
 
@@ -34,7 +36,7 @@ class ClientError extends Error {
 }
 
 /** The model a path names, at the version it names (if any), answered as Triton answers. */
-function modelOf (request: FastifyRequest<{ Params: ModelParams }>): Model {
+function modelOf (models: Map<string, Model>, request: FastifyRequest<{ Params: ModelParams }>): Model {
   const { model: name, version } = request.params
   const model = models.get(name)
   if (model === undefined) throw new ClientError(404, `Request for unknown model: '${name}' is not found`)
@@ -65,6 +67,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     ...options.fastify
   })
   app.setErrorHandler(sendError)
+  const models = options.models ?? await loadModels()
   await app.register(fastifyTritonShm)
 
   app.get('/v2', async () => ({
@@ -75,9 +78,9 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   app.get('/v2/health/live', async (_request, reply) => reply.send())
   app.get('/v2/health/ready', async (_request, reply) => reply.send())
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
-    app.get<{ Params: ModelParams }>(base, async (request) => metadataOf(modelOf(request)))
+    app.get<{ Params: ModelParams }>(base, async (request) => metadataOf(modelOf(models, request)))
     app.get<{ Params: ModelParams }>(`${base}/ready`, async (request, reply) => {
-      modelOf(request)
+      modelOf(models, request)
       return reply.send()
     })
   }
@@ -85,7 +88,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   await app.register(async (inference) => {
     useInferBodyParser(inference, { bodyLimit: options.bodyLimit ?? 1024 ** 3, jsonLimit: options.jsonLimit })
     const infer = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
-      const model = modelOf(request)
+      const model = modelOf(models, request)
       const inferRequest = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature })
       await options.beforeModel?.(request, inferRequest)
       await run(model, inferRequest, options.modelDelayMs ?? 0)

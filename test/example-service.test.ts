@@ -11,7 +11,7 @@ import path from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { randomSuffix, runClient } from '../example/client'
-import { models } from '../example/models'
+import { loadModels } from '../example/models'
 import { buildServer, type ServerOptions } from '../example/server'
 import { KServeClient, ServerError, SharedMemoryObject } from '../lib/index'
 import { version } from '../package.json'
@@ -81,13 +81,14 @@ t.test('discovery: server metadata, health, model metadata', async (t) => {
     t.equal((await fetch(baseUrl + route)).status, 200, route)
   }
 
-  for (const [name, datatype, shape] of [['simple', 'INT32', [-1, 16]], ['simple_string', 'BYTES', [-1, 16]], ['add_sub_fp32', 'FP32', [-1]]] as const) {
+  for (const [name, datatype, shape, platform] of [['simple', 'INT32', [-1, 16], 'onnxruntime_onnx'], ['simple_string', 'BYTES', [-1, 16], 'node'],
+    ['add_sub_fp32', 'FP32', [-1], 'node']] as const) {
     const metadata = await getJson(`${baseUrl}/v2/models/${name}`)
     t.equal(metadata.status, 200)
     t.same(metadata.body, {
       name,
       versions: ['1'],
-      platform: 'node',
+      platform,
       inputs: [{ name: 'INPUT0', datatype, shape }, { name: 'INPUT1', datatype, shape }],
       outputs: [{ name: 'OUTPUT0', datatype, shape }, { name: 'OUTPUT1', datatype, shape }]
     }, `${name} metadata`)
@@ -223,15 +224,15 @@ t.test('unregister-all during a slow inference is deferred until its response is
 
 t.test('a client that aborts a slow inference releases its leases', async (t) => {
   const model = new Gate(false)
-  const { app, baseUrl, nextError } = await startExample(t, { beforeModel: model.pass })
+  const models = await loadModels()
   const simple = models.get('simple')!
   const execute = simple.execute
   let executed = false
   simple.execute = (infer) => {
     executed = true
-    execute(infer)
+    return execute(infer)
   }
-  t.teardown(() => { simple.execute = execute })
+  const { app, baseUrl, nextError } = await startExample(t, { beforeModel: model.pass, models })
   const { request } = await simpleRegions(t, baseUrl)
   const controller = new AbortController()
   const inference = post(`${baseUrl}/v2/models/simple/infer`, request, controller.signal).catch((error: Error) => error)
