@@ -66,6 +66,9 @@ export const totalTooLarge = (name: string, byteSize: number, maxTotalBytes: num
   badRequest(`cannot register shared memory region '${name}': mapping ${byteSize} more bytes ` +
     `would exceed the server's limit of ${maxTotalBytes} bytes in total`, 'ERR_SHM_TOTAL_TOO_LARGE')
 
+export const registryClosed = (name: string) => new SharedMemoryError(503,
+  `cannot register shared memory region '${name}': the server is shutting down`, 'ERR_SHM_REGISTRY_CLOSED')
+
 export const cudaNotSupported = (name: string) =>
   badRequest(`failed to register CUDA shared memory region: '${name}', GPUs not supported`, 'ERR_SHM_CUDA_NOT_SUPPORTED')
 

@@ -141,7 +141,11 @@ export interface SystemSharedMemoryRegistry extends EventEmitter<RegistryEvents>
   acquire(name: string, offset: number | bigint, byteSize: number | bigint): Lease
   /** Counts for metrics: regions, bytes mapped, live leases, deferred unregisters, rejections. */
   counters(): RegistryCounters
-  /** Unmaps every region at once, leased or not; views over them read as empty afterwards. */
+  /**
+   * Unregisters every region: those without live leases are unmapped at once, leased ones when
+   * their last lease ends (a request in flight finishes with its views intact). `register` throws
+   * from then on (503), as nothing would unmap a later region.
+   */
   close(): void
 }
 

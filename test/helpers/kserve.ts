@@ -4,7 +4,9 @@
  * request's JSON, binary bodies and responses, and client-side mappings of real shared memory.
  */
 import { readFileSync } from 'node:fs'
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type LightMyRequestResponse } from 'fastify'
+import Fastify, {
+  type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, type LightMyRequestResponse
+} from 'fastify'
 import type { Test } from 'tap'
 import fastifyTritonShm, { type InferRequest, readInferRequest, SharedMemoryObject, useInferBodyParser } from '../../lib/index'
 import type { Datatype, InferResponseWire, ModelSignature, TensorData, TensorParameters } from '../../types'
@@ -22,6 +24,8 @@ export interface InferAppOptions {
   fastifyJsonParser?: boolean
   /** Runs in the handler before the infer request is read (a host's auth, a queue...). */
   beforeRead?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+  /** Options of the Fastify server itself. */
+  server?: FastifyServerOptions
 }
 
 export interface InferApp {
@@ -35,7 +39,7 @@ export interface InferApp {
  * `{"error"}` with their status (500 keeps its message here, so tests can read it). Closed on teardown.
  */
 export async function buildInferApp (t: Test, models: TestModel[], options: InferAppOptions = {}): Promise<InferApp> {
-  const app = Fastify()
+  const app = Fastify(options.server)
   t.teardown(() => app.close())
   app.setErrorHandler((error: Error & { statusCode?: number }, _request, reply) =>
     reply.code(error.statusCode ?? 500).send({ error: error.message }))
