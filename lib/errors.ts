@@ -109,6 +109,10 @@ export const restrictedApi = (header: string) =>
 
 export const methodNotAllowed = () => new SharedMemoryError(405, 'Method Not Allowed', 'ERR_SHM_METHOD_NOT_ALLOWED')
 
+export const regionNameTooLong = () => new SharedMemoryError(414,
+  "the region name is longer than this server accepts: raise Fastify's server option 'maxParamLength' (default 100)",
+  'ERR_SHM_REGION_NAME_TOO_LONG')
+
 export const routeNotFound = () => new SharedMemoryError(404, 'Not Found', 'ERR_SHM_ROUTE_NOT_FOUND')
 
 // Inference requests (KServe V2, SPEC section 4)

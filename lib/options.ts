@@ -46,7 +46,8 @@ const optionsSchema = {
       properties: {
         hide: { type: 'boolean' },
         systemTags: { type: 'array', items: { type: 'string' } },
-        cudaTags: { type: 'array', items: { type: 'string' } }
+        cudaTags: { type: 'array', items: { type: 'string' } },
+        operationIdPrefix: { type: 'string' }
       }
     },
     // Fastify's own register options, which reach the plugin with the others.

@@ -100,6 +100,9 @@ export interface OpenApiOptions {
   systemTags?: string[]
   /** Tags of the CUDA shared memory routes. Default `['CUDA Shared Memory']`. */
   cudaTags?: string[]
+  /** Put before every operationId (`replica_` makes `replica_systemSharedMemoryStatus`), so two
+   * registrations in one app publish distinct ids. Default none: the seed's ids. */
+  operationIdPrefix?: string
 }
 
 /** What a metrics plugin reads from the registry (see the README's metrics example). */

@@ -3,3 +3,4 @@ export { readInferRequest, InferRequest, type ReadInferRequestOptions } from './
 export { inferBodyParser, parseInferBody, useInferBodyParser, InferBody, HEADER_LENGTH_HEADER } from './infer-body'
 export { DATATYPES, elementBytes, elementCount } from './datatypes'
 export { parseBytesTensor, readBytesElements, serializedSize, writeBytesTensor } from './bytes-tensor'
+export { kserveErrorHandler } from './error-handler'
