@@ -5,20 +5,27 @@
  * so every plugin of the app can lease regions; the routes live in an encapsulated child under
  * the configured prefix.
  */
-import type { FastifyPluginAsync } from 'fastify'
+import type { FastifyPluginAsync, RegisterOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import type { FastifyTritonShmOptions, SystemSharedMemoryRegistry } from '../types'
 import { checkOptions, DEFAULT_DECORATOR } from './options'
 import { Registry } from './registry'
 import { routes } from './routes'
 
-const plugin: FastifyPluginAsync<FastifyTritonShmOptions> = async (app, options) => {
-  const { prefix, decorator = DEFAULT_DECORATOR, allowClientShm = true, restrictedApi, openapi = {}, ...registryOptions } =
-    checkOptions(options)
-  const registry = new Registry({ ...registryOptions, logger: app.log })
+/** Fastify's own register options: a plugin wrapped with fastify-plugin gets no context of its
+ * own to apply them to, so the registry's logger and the routes' child take them here. */
+type LogOptions = Pick<RegisterOptions, 'logLevel' | 'logSerializers'>
+
+const plugin: FastifyPluginAsync<FastifyTritonShmOptions & LogOptions> = async (app, options) => {
+  const {
+    prefix, decorator = DEFAULT_DECORATOR, allowClientShm = true, restrictedApi, openapi = {}, logLevel, logSerializers,
+    ...registryOptions
+  } = checkOptions(options)
+  const logger = logLevel === undefined ? app.log : app.log.child({}, { level: logLevel })
+  const registry = new Registry({ ...registryOptions, logger })
   app.decorate(decorator, registry)
   app.addHook('onClose', async () => registry.close())
-  await app.register(routes, { prefix, registry, allowClientShm, restrictedApi, openapi })
+  await app.register(routes, { prefix, logLevel, logSerializers, registry, allowClientShm, restrictedApi, openapi })
 }
 
 const fastifyTritonShm = fp(plugin, { fastify: '5.x', name: 'fastify-triton-shm' })

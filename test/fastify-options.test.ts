@@ -1,6 +1,6 @@
 /**
  * The plugin under the host's Fastify settings: `exposeHeadRoutes: false`, two registrations in one
- * OpenAPI document, and `maxParamLength`. (A custom
+ * OpenAPI document, Fastify's `logLevel` register option, and `maxParamLength`. (A custom
  * `decorator` name is typed by the user's `declare module`: test/types/plugin.tst.ts.)
  */
 import swagger from '@fastify/swagger'
@@ -9,6 +9,7 @@ import t from 'tap'
 import fastifyTritonShm from '../lib/index'
 import { buildApp, registerBody, SYSTEM } from './helpers/app'
 import { assertEmptySuccess, assertError } from './helpers/http'
+import { LEVEL, LogCapture, REFUSED, REGISTERED } from './helpers/observe'
 import { makeObject, PAGE_SIZE } from './helpers/shm'
 
 t.test('with exposeHeadRoutes: false, HEAD is still served, as Allow says', async (t) => {
@@ -39,6 +40,32 @@ t.test('two registrations in one app publish distinct operationIds with openapi.
   t.equal(document.paths['/a/v2/systemsharedmemory/status'].get.operationId, 'systemSharedMemoryStatus', 'the first keeps the seed\'s ids')
   t.equal(document.paths['/b/v2/systemsharedmemory/status'].get.operationId, 'replica_systemSharedMemoryStatus')
   t.equal(document.paths['/b/v2/cudasharedmemory/region/{region_name}/register'].post.operationId, 'replica_cudaSharedMemoryRegister')
+})
+
+t.test('the logLevel register option applies to the routes and the registry', async (t) => {
+  const capture = new LogCapture()
+  const app = Fastify({ logger: { level: 'info', stream: capture.stream } })
+  t.teardown(() => app.close())
+  await app.register(fastifyTritonShm, { logLevel: 'warn', prefix: '/quiet' })
+  await app.register(fastifyTritonShm, { logLevel: 'debug', prefix: '/verbose', decorator: 'verboseShm' })
+  app.get('/host', async () => 'ok')
+  const key = makeObject(t, PAGE_SIZE)
+
+  assertEmptySuccess(t, await app.inject({ method: 'POST', url: `/quiet${SYSTEM}/region/q/register`, payload: registerBody(key, 64) }))
+  t.same(capture.lines, [], 'at warn: neither the request nor the registration is logged')
+  t.equal(app.systemSharedMemory.status('q').length, 1)
+
+  await app.inject({ method: 'GET', url: '/host' })
+  t.ok(capture.lines.some((line) => line.msg === 'incoming request' && (line.req as { url: string }).url === '/host'),
+    'the host\'s own routes keep the app\'s level')
+
+  capture.lines.length = 0
+  await app.inject({ method: 'POST', url: `/verbose${SYSTEM}/region/v/register`, payload: '{}' })
+  t.ok(capture.lines.some((line) => line.level === LEVEL.debug && line.msg === REFUSED), 'at debug: refusals are logged')
+  t.ok(capture.lines.some((line) => line.msg === 'incoming request'), 'and requests, as the app logs them')
+  capture.lines.length = 0
+  assertEmptySuccess(t, await app.inject({ method: 'POST', url: `/verbose${SYSTEM}/region/v/register`, payload: registerBody(key, 64) }))
+  t.ok(capture.lines.some((line) => line.level === LEVEL.info && line.msg === REGISTERED), 'and registrations at info')
 })
 
 t.test('a region name longer than maxParamLength gets a message saying what to raise', async (t) => {
