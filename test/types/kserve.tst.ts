@@ -1,7 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { describe, expect, test } from 'tstyche'
+import Fastify from 'fastify'
 import {
-  type InferRequest, type ModelSignature, readInferRequest, type SystemSharedMemoryRegistry, type Tensor, type TensorData
+  type InferRequest, kserveErrorHandler, type ModelSignature, readInferRequest, type SystemSharedMemoryRegistry,
+  type Tensor, type TensorData
 } from '../../lib/index'
 
 declare const request: FastifyRequest
@@ -32,5 +34,11 @@ describe('KServe helpers', () => {
     expect(infer.output<Buffer[]>('OUTPUT0', [1, 16])).type.toBe<Buffer[]>()
     expect(infer.output<string>('OUTPUT0', [1])).type.toRaiseError()
     expect(infer.respond(reply)).type.toBe<string | Buffer>()
+  })
+})
+
+describe('error shapes', () => {
+  test('kserveErrorHandler is an error handler of any instance', () => {
+    expect(Fastify().setErrorHandler(kserveErrorHandler)).type.not.toRaiseError()
   })
 })
