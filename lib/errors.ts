@@ -109,6 +109,9 @@ export const restrictedApi = (header: string) =>
 
 export const methodNotAllowed = () => new SharedMemoryError(405, 'Method Not Allowed', 'ERR_SHM_METHOD_NOT_ALLOWED')
 
+export const malformedPath = () => badRequest('the request path is not valid percent-encoding: ' +
+  "encode region names as Python's urllib.parse.quote does", 'ERR_SHM_MALFORMED_PATH')
+
 export const regionNameTooLong = () => new SharedMemoryError(414,
   "the region name is longer than this server accepts: raise Fastify's server option 'maxParamLength' (default 100)",
   'ERR_SHM_REGION_NAME_TOO_LONG')

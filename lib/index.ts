@@ -43,6 +43,7 @@ export {
   InferBody, HEADER_LENGTH_HEADER, kserveErrorHandler, DATATYPES, elementBytes, elementCount, parseBytesTensor,
   readBytesElements, serializedSize, writeBytesTensor
 } from './kserve'
+export { apiFrameworkErrors } from './framework-errors'
 export { KServeClient, ServerError, SharedMemoryObject, type ClientOptions } from './client'
 export type * from '../types'
 

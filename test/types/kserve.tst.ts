@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { describe, expect, test } from 'tstyche'
 import Fastify from 'fastify'
 import {
-  type InferRequest, kserveErrorHandler, type ModelSignature, readInferRequest, type SystemSharedMemoryRegistry,
+  apiFrameworkErrors, type InferRequest, kserveErrorHandler, type ModelSignature, readInferRequest, type SystemSharedMemoryRegistry,
   type Tensor, type TensorData
 } from '../../lib/index'
 
@@ -40,5 +40,11 @@ describe('KServe helpers', () => {
 describe('error shapes', () => {
   test('kserveErrorHandler is an error handler of any instance', () => {
     expect(Fastify().setErrorHandler(kserveErrorHandler)).type.not.toRaiseError()
+  })
+
+  test('apiFrameworkErrors is a frameworkErrors server option, alone or before the host\'s', () => {
+    expect(Fastify({ frameworkErrors: apiFrameworkErrors() })).type.not.toRaiseError()
+    expect(Fastify({ frameworkErrors: apiFrameworkErrors((error, _request, reply) => { reply.code(400).send({ oops: error.message }) }) }))
+      .type.not.toRaiseError()
   })
 })
