@@ -5,7 +5,7 @@
  *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 npm run example:server
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
-import fastifyTritonShm, { readInferRequest, useInferBodyParser } from '../lib/index'
+import fastifyTritonShm, { kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
 import { type Model, models, run } from './models'
 import { version } from '../package.json'
 
@@ -29,16 +29,10 @@ function modelOf (request: FastifyRequest<{ Params: ModelParams }>): Model {
   return model
 }
 
-/** KServe errors are `{"error": "<message>"}`. */
-function sendError (error: Error & { statusCode?: number }, request: FastifyRequest, reply: FastifyReply) {
-  const statusCode = error.statusCode ?? 500
-  if (statusCode >= 500) request.log.error({ err: error }, 'inference failed')
-  return reply.code(statusCode).send({ error: statusCode >= 500 ? 'Internal Server Error' : error.message })
-}
-
 export async function buildServer (options: ServerOptions = {}): Promise<FastifyInstance> {
   const app = Fastify(options.fastify)
-  app.setErrorHandler(sendError)
+  // KServe errors are `{"error": "<message>"}`.
+  app.setErrorHandler(kserveErrorHandler)
   await app.register(fastifyTritonShm)
 
   app.get('/v2', async () => ({
