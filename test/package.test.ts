@@ -22,6 +22,7 @@ t.test('the packed tarball installs and works from CommonJS, Node ESM and strict
   const tarball = run('npm', ['pack', '--silent', '--pack-destination', project], root).trim().split('\n').pop() as string
   const contents = run('tar', ['-tzf', path.join(project, tarball)], project).split('\n').filter(Boolean)
   t.ok(contents.includes('package/lib/native/shm.c') && contents.includes('package/binding.gyp'), 'ships the addon source')
+  t.ok(contents.includes('package/docs/openapi.yaml'), 'ships the OpenAPI document the README links to')
   t.ok(['index.js', 'index.d.ts', 'index.mjs', 'index.d.mts'].every((file) => contents.includes(`package/dist/lib/${file}`)),
     'ships the build, CommonJS and its ESM entry')
   t.notOk(contents.some((file) => /^package\/(test|bench|example|build)\//.test(file)), 'ships no tests, benchmarks or build leftovers')
