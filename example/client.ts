@@ -125,8 +125,8 @@ async function runSimpleString (client: KServeClient, transcript: Transcript, su
       shmRequest('BYTES', `input_strings${suffix}`, [size0, size1], `output_strings${suffix}`, outputBytes)))
     transcript.say(`response: ${JSON.stringify(response)}`)
     // The server wrote each result at the start of its part; the rest of the part is spare room.
-    const read = (offset: number, byteSize: number) => readBytesElements('OUTPUT', output.bytes.subarray(offset, offset + byteSize), ELEMENTS)
-      .elements.map((element) => element.toString())
+    const read = (offset: number, byteSize: number) => [...readBytesElements('OUTPUT', output.bytes.subarray(offset, offset + byteSize), ELEMENTS)]
+      .map<string>(String)
     transcript.check('OUTPUT0 = INPUT0 + INPUT1', strings0.map((_, index) => String(index + 1)), read(0, outputBytes))
     transcript.check('OUTPUT1 = INPUT0 - INPUT1', strings0.map((_, index) => String(index - 1)), read(outputBytes, outputBytes))
     await client.unregisterSystemSharedMemory()

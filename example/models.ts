@@ -3,7 +3,7 @@
  * Triton's own example clients and perf_analyzer can run against this server.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { InferRequest, ModelSignature } from '../lib/index'
+import type { BytesElements, InferRequest, ModelSignature } from '../lib/index'
 
 export interface Model {
   signature: ModelSignature
@@ -16,10 +16,13 @@ const pair = (datatype: ModelSignature['inputs'][number]['datatype'], shape: num
 
 type NumericArray = Int32Array | Float32Array
 
-/** INPUT0, INPUT1 -> OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, element by element. */
-function sumAndDifference (name: string, datatype: 'INT32' | 'FP32', shape: number[]): Model {
+/** INPUT0, INPUT1 -> OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, element by element.
+ * The first dimension is the batch, which both inputs share (so they have one shape). */
+function sumAndDifference (name: string, datatype: 'INT32' | 'FP32', shape: number[], maxBatchSize: number): Model {
   return {
-    signature: { name, versions: ['1'], platform: 'node', inputs: pair(datatype, shape, 'INPUT'), outputs: pair(datatype, shape, 'OUTPUT') },
+    signature: {
+      name, versions: ['1'], platform: 'node', maxBatchSize, inputs: pair(datatype, shape, 'INPUT'), outputs: pair(datatype, shape, 'OUTPUT')
+    },
     execute (infer) {
       const { data: a, shape } = infer.input<NumericArray>('INPUT0')
       const { data: b } = infer.input<NumericArray>('INPUT1')
@@ -35,28 +38,36 @@ function sumAndDifference (name: string, datatype: 'INT32' | 'FP32', shape: numb
   }
 }
 
-/** Triton's example model: INT32 INPUT0, INPUT1 of shape [-1, 16]. */
-const simple = sumAndDifference('simple', 'INT32', [-1, 16])
+/** Triton's example model: INT32 INPUT0, INPUT1 of shape [-1, 16], batches of up to 8. */
+const simple = sumAndDifference('simple', 'INT32', [-1, 16], 8)
 
 /** As `simple`, with BYTES tensors holding decimal integers as strings. */
 const simpleString: Model = {
-  signature: { name: 'simple_string', versions: ['1'], platform: 'node', inputs: pair('BYTES', [-1, 16], 'INPUT'), outputs: pair('BYTES', [-1, 16], 'OUTPUT') },
+  signature: {
+    name: 'simple_string',
+    versions: ['1'],
+    platform: 'node',
+    maxBatchSize: 8,
+    inputs: pair('BYTES', [-1, 16], 'INPUT'),
+    outputs: pair('BYTES', [-1, 16], 'OUTPUT')
+  },
   execute (infer) {
-    const { data: a, shape } = infer.input<Buffer[]>('INPUT0')
-    const { data: b } = infer.input<Buffer[]>('INPUT1')
+    const { data: a, shape } = infer.input<BytesElements>('INPUT0')
+    const { data: b } = infer.input<BytesElements>('INPUT1')
     const sum = infer.output<Buffer[]>('OUTPUT0', shape)
     const difference = infer.output<Buffer[]>('OUTPUT1', shape)
     for (let index = 0; index < a.length; index++) {
-      const left = Number.parseInt(a[index].toString(), 10)
-      const right = Number.parseInt(b[index].toString(), 10)
+      const left = Number.parseInt(String(a.at(index)), 10)
+      const right = Number.parseInt(String(b.at(index)), 10)
       sum[index] = Buffer.from(String(left + right))
       difference[index] = Buffer.from(String(left - right))
     }
   }
 }
 
-/** FP32 vectors of any length: the benchmarks' model. */
-const addSubFp32 = sumAndDifference('add_sub_fp32', 'FP32', [-1])
+/** FP32 vectors of any length (the one dimension is the batch, so both inputs have one length):
+ * the benchmarks' model. */
+const addSubFp32 = sumAndDifference('add_sub_fp32', 'FP32', [-1], Infinity)
 
 export const models = new Map([simple, simpleString, addSubFp32].map((model) => [model.signature.name, model]))
 

@@ -2,7 +2,7 @@
  * A KServe V2 inference service built as a user would build one: the plugin for the shared memory
  * API, the KServe helpers for the infer route, and the example models.
  *
- *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 npm run example:server
+ *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, { kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
@@ -12,25 +12,48 @@ import { version } from '../package.json'
 export interface ServerOptions {
   /** Each model execution first waits this long (milliseconds). */
   modelDelayMs?: number
-  /** Largest infer body accepted, in bytes. */
+  /** Largest infer body accepted, in bytes (default 1 GiB). */
   bodyLimit?: number
+  /** Largest JSON part of an infer body, in bytes (default 64 MiB, as Triton's). */
+  jsonLimit?: number
+  /** A request not received whole within this long is answered 408 and its connection closed
+   * (milliseconds, default 60 000): a client trickling its body cannot hold the server forever. */
+  requestTimeoutMs?: number
   fastify?: FastifyServerOptions
 }
 
-interface ModelParams { model: string }
+interface ModelParams { model: string, version?: string }
 
-class NotFound extends Error {
-  readonly statusCode = 404
+class ClientError extends Error {
+  constructor (readonly statusCode: number, message: string) {
+    super(message)
+  }
 }
 
+/** The model a path names, at the version it names (if any), answered as Triton answers. */
 function modelOf (request: FastifyRequest<{ Params: ModelParams }>): Model {
-  const model = models.get(request.params.model)
-  if (model === undefined) throw new NotFound(`Request for unknown model: '${request.params.model}' is not found`)
-  return model
+  const { model: name, version } = request.params
+  const model = models.get(name)
+  if (model === undefined) throw new ClientError(404, `Request for unknown model: '${name}' is not found`)
+  if (version === undefined || model.signature.versions?.includes(version) === true) return model
+  if (!/^\d+$/.test(version)) throw new ClientError(400, `Invalid model version: '${version}' is not a number`)
+  throw new ClientError(404, `Request for unknown model: '${name}' version ${version} is not found`)
+}
+
+/** The KServe model metadata: the signature without what only the helpers read. */
+function metadataOf ({ signature }: Model) {
+  const { name, versions, platform, inputs, outputs } = signature
+  return { name, versions, platform, inputs, outputs }
 }
 
 export async function buildServer (options: ServerOptions = {}): Promise<FastifyInstance> {
-  const app = Fastify(options.fastify)
+  const requestTimeout = options.requestTimeoutMs ?? 60_000
+  const app = Fastify({
+    requestTimeout,
+    // Node checks request timeouts on this interval (30 s by default): check often enough to keep them.
+    http: { connectionsCheckingInterval: Math.min(1000, requestTimeout), headersTimeout: requestTimeout },
+    ...options.fastify
+  })
   // KServe errors are `{"error": "<message>"}`.
   app.setErrorHandler(kserveErrorHandler)
   await app.register(fastifyTritonShm)
@@ -43,7 +66,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   app.get('/v2/health/live', async (_request, reply) => reply.send())
   app.get('/v2/health/ready', async (_request, reply) => reply.send())
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
-    app.get<{ Params: ModelParams }>(base, async (request) => modelOf(request).signature)
+    app.get<{ Params: ModelParams }>(base, async (request) => metadataOf(modelOf(request)))
     app.get<{ Params: ModelParams }>(`${base}/ready`, async (request, reply) => {
       modelOf(request)
       return reply.send()
@@ -51,7 +74,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   }
 
   await app.register(async (inference) => {
-    useInferBodyParser(inference, { bodyLimit: options.bodyLimit ?? 1024 ** 3 })
+    useInferBodyParser(inference, { bodyLimit: options.bodyLimit ?? 1024 ** 3, jsonLimit: options.jsonLimit })
     const infer = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
       const model = modelOf(request)
       const inferRequest = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature })
@@ -67,6 +90,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
 async function main () {
   const app = await buildServer({
     modelDelayMs: Number(process.env.EXAMPLE_MODEL_DELAY_MS ?? 0),
+    requestTimeoutMs: process.env.EXAMPLE_REQUEST_TIMEOUT_MS === undefined ? undefined : Number(process.env.EXAMPLE_REQUEST_TIMEOUT_MS),
     fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
   })
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {

@@ -99,6 +99,10 @@ export const offsetOverflow = (name: string, byteSize: bigint, offset: bigint) =
 export const invalidRange = (name: string) =>
   badRequest(`Invalid offset + byte size for shared memory region: '${name}'`, 'ERR_SHM_INVALID_RANGE')
 
+export const leaseTooLarge = (name: string, byteSize: bigint, maxBytes: bigint) =>
+  badRequest(`shared memory byte size ${byteSize} for region '${name}' exceeds the largest single view ` +
+    `this server can hand out (${maxBytes} bytes): split the tensor`, 'ERR_SHM_LEASE_TOO_LARGE')
+
 export const invalidUseArgs = (name: string) =>
   badRequest(`shared memory offset and byte size for region '${name}' must be unsigned integers`, 'ERR_SHM_INVALID_USE_ARGS')
 
@@ -126,10 +130,10 @@ export const inputSourceCount = (setFields: string[]) =>
   badRequest("Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', " +
     `'shared_memory_region' in 'parameters'. But ${setFields.length === 0 ? 'no field is set' : `set ${tensorFields(setFields)}`}`, 'ERR_SHM_INPUT_SOURCE_COUNT')
 
-export const inputByteSizeMismatch = (input: string, model: string, expected: number, received: number) =>
+export const inputByteSizeMismatch = (input: string, model: string, expected: number | bigint, received: number) =>
   badRequest(`input byte size mismatch for input '${input}' for model '${model}'. Expected ${expected}, got ${received}`, 'ERR_SHM_INPUT_BYTE_SIZE_MISMATCH')
 
-export const inputElementCountMismatch = (input: string, model: string, expected: number, received: number) =>
+export const inputElementCountMismatch = (input: string, model: string, expected: number | bigint, received: number) =>
   badRequest(`unexpected number of elements in 'data' for input '${input}' for model '${model}'. ` +
     `Expected ${expected}, got ${received}`, 'ERR_SHM_INPUT_ELEMENT_COUNT_MISMATCH')
 
@@ -143,7 +147,7 @@ export const datatypeNotJson = (input: string, datatype: string) =>
 export const outputBinaryAndSharedMemory = () =>
   badRequest("Output can't set both 'shared_memory_region' and 'binary_data'", 'ERR_SHM_OUTPUT_BINARY_AND_SHARED_MEMORY')
 
-export const outputTooSmall = (output: string, byteSize: number, required: number) =>
+export const outputTooSmall = (output: string, byteSize: number, required: number | bigint) =>
   badRequest(`shared memory size specified with the request for output '${output}' (${byteSize} bytes) ` +
     `should be at least ${required} bytes to hold the results`, 'ERR_SHM_OUTPUT_TOO_SMALL')
 
@@ -158,6 +162,30 @@ export const inputCountMismatch = (model: string, expected: number, received: nu
 
 export const duplicateInput = (input: string) =>
   badRequest(`input '${input}' already exists in request`, 'ERR_SHM_DUPLICATE_INPUT')
+
+export const duplicateOutput = (output: string) =>
+  badRequest(`output '${output}' already exists in request`, 'ERR_SHM_DUPLICATE_OUTPUT')
+
+export const batchMismatch = (input: string, model: string) =>
+  badRequest(`input '${input}' batch size does not match other inputs for '${model}'`, 'ERR_SHM_BATCH_MISMATCH')
+
+export const batchTooLarge = (maxBatchSize: number, model: string) =>
+  badRequest(`inference request batch-size must be <= ${maxBatchSize} for '${model}'`, 'ERR_SHM_BATCH_TOO_LARGE')
+
+export const dataTooDeep = (input: string, depth: number) =>
+  badRequest(`'data' of input '${input}' is nested more than ${depth} levels deep`, 'ERR_SHM_DATA_TOO_DEEP')
+
+export const tooManyBytesElements = (tensor: string, count: bigint, maxElements: number) =>
+  badRequest(`tensor '${tensor}' has ${count} BYTES elements, more than the server's limit of ${maxElements}`,
+    'ERR_SHM_TOO_MANY_BYTES_ELEMENTS')
+
+export const jsonResponseTooLarge = (output: string, maxChars: number) =>
+  badRequest(`output '${output}' is too large to send as JSON (a response holds at most ${maxChars} characters of JSON): ` +
+    "ask for it as binary data ('binary_data': true) or in shared memory", 'ERR_SHM_JSON_RESPONSE_TOO_LARGE')
+
+export const jsonRequestTooLarge = (byteSize: number, maxBytes: number) =>
+  invalidInferRequest(`its JSON is ${byteSize} bytes, more than the server's limit of ${maxBytes}: ` +
+    'send tensors as binary data or in shared memory')
 
 export const unexpectedInput = (input: string, model: string) =>
   badRequest(`unexpected inference input '${input}' for model '${model}'`, 'ERR_SHM_UNEXPECTED_INPUT')
@@ -175,6 +203,16 @@ export const inputShapeMismatch = (input: string, model: string, expected: numbe
 export const malformedBytesTensor = (tensor: string) =>
   badRequest(`BYTES data of tensor '${tensor}' is malformed: each element must be a 4-byte little-endian length ` +
     'followed by that many bytes, filling the tensor exactly', 'ERR_SHM_MALFORMED_BYTES_TENSOR')
+
+// Models run by ONNX Runtime (fastify-triton-shm/onnxruntime)
+
+export const onnxDatatypeUnsupported = (tensor: string, datatype: string) =>
+  badRequest(`tensor '${tensor}' has datatype ${datatype}, which ONNX Runtime cannot take`, 'ERR_SHM_ONNX_DATATYPE')
+
+/** ONNX Runtime's own message, without the paths of its source files that it names. */
+export const onnxRunFailed = (message: string) =>
+  badRequest(`ONNX Runtime refused the request: ${message.replace(/(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+)+(?::\d+)?\s*/g, '').trim()}`,
+    'ERR_SHM_ONNX_RUN_FAILED')
 
 /** 499: nginx's "client closed request", logged like any client error and never sent. */
 export const clientClosedRequest = () => new SharedMemoryError(499, 'the client closed the request', 'ERR_SHM_CLIENT_CLOSED_REQUEST')

@@ -35,13 +35,13 @@ export { fastifyTritonShm }
 export { Registry, DEFAULT_LIMITS } from './registry'
 export { DEFAULT_RESERVED_KEY_PREFIXES } from './key-policy'
 export { SharedMemoryError } from './errors'
-export { PosixShmError, createObject, isIntact, mapObject, unlinkObject, unmapObject } from './posix-shm'
+export { PosixShmError, MappedRange, createObject, isIntact, mapObject, unlinkObject, unmapObject } from './posix-shm'
 // Named one by one: Node's ESM import of this CommonJS build finds only names it can read here
 // (it cannot follow `export *` past the `module.exports =` below).
 export {
   readInferRequest, InferRequest, type ReadInferRequestOptions, inferBodyParser, parseInferBody, useInferBodyParser,
-  InferBody, HEADER_LENGTH_HEADER, kserveErrorHandler, DATATYPES, elementBytes, elementCount, parseBytesTensor,
-  readBytesElements, serializedSize, writeBytesTensor
+  InferBody, HEADER_LENGTH_HEADER, type InferBodyOptions, DEFAULT_INFER_LIMITS, DEFAULT_JSON_LIMIT, kserveErrorHandler,
+  DATATYPES, elementBytes, elementCount, parseBytesTensor, readBytesElements, serializedSize, writeBytesTensor
 } from './kserve'
 export { apiFrameworkErrors } from './framework-errors'
 export { KServeClient, ServerError, SharedMemoryObject, type ClientOptions } from './client'

@@ -2,13 +2,18 @@
  * The typed face of the native addon (lib/native/shm.c): POSIX shared memory objects mapped into
  * this process. Used by the registry (server side) and by clients that create regions.
  */
+import { constants } from 'node:buffer'
 import path from 'node:path'
 import { getSystemErrorName } from 'node:util'
 
+/** The addon's handle to one mapping; `object` names the mapped object as `<device>:<inode>`. */
+interface MappingHandle { readonly object: string }
+
 interface Addon {
-  map(key: string, offset: number, byteSize: number): ArrayBuffer
-  unmap(buffer: ArrayBuffer): boolean
-  intact(buffer: ArrayBuffer): boolean
+  map(key: string, offset: number, byteSize: number): MappingHandle
+  window(mapping: MappingHandle | ArrayBuffer, offset: number, byteSize: number): ArrayBuffer
+  unmap(mapping: MappingHandle | ArrayBuffer): boolean
+  intact(mapping: MappingHandle | ArrayBuffer): boolean
   create(key: string, byteSize: number): void
   unlink(key: string): void
 }
@@ -16,7 +21,9 @@ interface Addon {
 /** What went wrong, as a code: an errno name (`ENOENT`, `EACCES`, ...) or one of the checks below. */
 export type PosixShmErrorCode =
   | 'ERR_SHM_NOT_REGULAR' // the key names something other than a regular shared memory object
-  | 'ERR_SHM_OUT_OF_BOUNDS' // byte size 0, or the range does not fit in the object
+  | 'ERR_SHM_OUT_OF_BOUNDS' // byte size 0, or the range does not fit in the object (or the mapping)
+  | 'ERR_SHM_WINDOW_TOO_LARGE' // more bytes than one ArrayBuffer of this Node can hold
+  | 'ERR_SHM_UNMAPPED' // a window was asked of a mapping that is unmapped already
   | 'ERR_INVALID_ARG'
   | string
 
@@ -58,12 +65,55 @@ function call<T> (operation: () => T): T {
 }
 
 /**
- * Maps `[offset, offset + byteSize)` of the existing object `key`, read-write and shared. The
- * object must exist (it is never created here) and be large enough. The returned ArrayBuffer is
- * exactly that range; the file descriptor is already closed.
+ * A mapping of `[offset, offset + byteSize)` of an existing object (never created here), read-write
+ * and shared. Its bytes are seen through windows: ArrayBuffers over parts of it, each at most
+ * `MappedRange.maxWindowBytes` long, so a range larger than the largest ArrayBuffer this Node
+ * allows is mapped once and still reachable everywhere. `unmap` detaches every window first.
+ */
+export class MappedRange {
+  /** The largest ArrayBuffer this Node makes over outside memory (2^32 bytes on Node 20). */
+  static readonly maxWindowBytes: number = constants.MAX_LENGTH
+  readonly byteSize: number
+  /** The mapped object as `<device>:<inode>`: equal for two mappings of one object, whatever their keys. */
+  readonly object: string
+  readonly #handle: MappingHandle
+
+  constructor (key: string, offset: number, byteSize: number) {
+    this.#handle = call(() => addon.map(key, offset, byteSize))
+    this.byteSize = byteSize
+    this.object = this.#handle.object
+  }
+
+  /** An ArrayBuffer over `[offset, offset + byteSize)` of the range. */
+  window (offset: number, byteSize: number): ArrayBuffer {
+    if (byteSize > MappedRange.maxWindowBytes) throw new PosixShmError('ERR_SHM_WINDOW_TOO_LARGE')
+    return call(() => addon.window(this.#handle, offset, byteSize))
+  }
+
+  /** See `isIntact`. */
+  get intact (): boolean {
+    return addon.intact(this.#handle)
+  }
+
+  /** Unmaps now; every window reads as length 0 from then on. False if it was unmapped already. */
+  unmap (): boolean {
+    return call(() => addon.unmap(this.#handle))
+  }
+}
+
+/**
+ * Maps `[offset, offset + byteSize)` of the existing object `key`, read-write and shared, as one
+ * ArrayBuffer (so at most `MappedRange.maxWindowBytes` long). The object must exist (it is never
+ * created here) and be large enough.
  */
 export function mapObject (key: string, offset: number, byteSize: number): ArrayBuffer {
-  return call(() => addon.map(key, offset, byteSize))
+  const range = new MappedRange(key, offset, byteSize)
+  try {
+    return range.window(0, byteSize)
+  } catch (error) {
+    range.unmap()
+    throw error
+  }
 }
 
 /**

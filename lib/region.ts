@@ -3,15 +3,17 @@
  * hold it, and whether its unregister is waiting for them.
  */
 import type { SharedMemoryRegionStatus } from '../types'
-import { isIntact, mapObject, unmapObject } from './posix-shm'
+import { MappedRange } from './posix-shm'
 
 export class Region {
   readonly name: string
   readonly key: string
   readonly offset: number
   readonly byteSize: number
-  /** The mapping; detached (length 0) once the region is closed. */
-  readonly #mapping: ArrayBuffer
+  readonly #mapping: MappedRange
+  /** One window over the whole region where one ArrayBuffer can hold it, so a view costs no native
+   * call; a larger region gives each view a window of its own over the same mapping. */
+  readonly #whole: ArrayBuffer | undefined
   #liveLeases = 0
   /** Set by an unregister that found live leases: the last release closes the region. */
   unregisterPending = false
@@ -21,21 +23,29 @@ export class Region {
     this.key = key
     this.offset = offset
     this.byteSize = byteSize
-    this.#mapping = mapObject(key, offset, byteSize)
+    this.#mapping = new MappedRange(key, offset, byteSize)
+    this.#whole = byteSize <= MappedRange.maxWindowBytes ? this.#mapping.window(0, byteSize) : undefined
   }
 
   get liveLeases (): number {
     return this.#liveLeases
   }
 
-  /** False once the client shrank its object below the region (views would read past its end). */
-  get intact (): boolean {
-    return isIntact(this.#mapping)
+  /** The mapped object (`<device>:<inode>`): regions of one object, under any key, share it. */
+  get object (): string {
+    return this.#mapping.object
   }
 
-  /** A view of `[offset, offset + byteSize)` of the region; the caller has checked the bounds. */
+  /** False once the client shrank its object below the region (views would read past its end). */
+  get intact (): boolean {
+    return this.#mapping.intact
+  }
+
+  /** A view of `[offset, offset + byteSize)` of the region; the caller has checked the bounds, and
+   * that the view fits in one ArrayBuffer. */
   view (offset: number, byteSize: number): Uint8Array {
-    return new Uint8Array(this.#mapping, offset, byteSize)
+    if (this.#whole !== undefined) return new Uint8Array(this.#whole, offset, byteSize)
+    return new Uint8Array(this.#mapping.window(offset, byteSize))
   }
 
   hold (): void {
@@ -50,7 +60,7 @@ export class Region {
 
   /** Unmaps now; views over the region read as empty afterwards. */
   close (): void {
-    unmapObject(this.#mapping)
+    this.#mapping.unmap()
   }
 
   status (): SharedMemoryRegionStatus {

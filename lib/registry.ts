@@ -11,7 +11,7 @@ import * as errors from './errors'
 import { SharedMemoryError } from './errors'
 import { KeyPolicy } from './key-policy'
 import { RegionLease } from './lease'
-import { PosixShmError } from './posix-shm'
+import { MappedRange, PosixShmError } from './posix-shm'
 import { Region } from './region'
 
 const GiB = 1024 ** 3
@@ -23,6 +23,9 @@ export const DEFAULT_LIMITS: Readonly<Required<Limits>> = {
 }
 
 const UINT64_MAX = 2n ** 64n - 1n
+
+/** A lease is one view: at most the largest ArrayBuffer this Node allows (regions may be larger). */
+const MAX_VIEW_BYTES = BigInt(MappedRange.maxWindowBytes)
 
 const silentLogger: RegistryLogger = { info () {}, debug () {} }
 
@@ -156,9 +159,11 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     if (start >= regionBytes) throw errors.invalidOffset(name)
     if (length > UINT64_MAX - start) throw errors.offsetOverflow(name, length, start)
     if (start + length > regionBytes) throw errors.invalidRange(name)
+    if (length > MAX_VIEW_BYTES) throw errors.leaseTooLarge(name, length, MAX_VIEW_BYTES)
+    const view = region.view(Number(start), Number(length))
     region.hold()
-    return new RegionLease(name, region.view(Number(start), Number(length)), Number(start),
-      () => { if (region.letGo()) this.#remove(region) })
+    const range = { object: region.object, start: region.offset + Number(start) }
+    return new RegionLease(name, view, Number(start), range, () => { if (region.letGo()) this.#remove(region) })
   }
 
   #mappedBytes (): number {

@@ -8,7 +8,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { parseInferBody } from '../lib/index'
-import type { Datatype, ModelSignature, TensorData } from '../types'
+import type { BytesElements, Datatype, ModelSignature, TensorData } from '../types'
 import { assertError } from './helpers/http'
 import {
   binaryInput, buildInferApp, bytesOfValues, echoModel, infer, inferBinary, inferUrl, jsonInput, makeMappedObject,
@@ -98,7 +98,7 @@ t.test('JSON data', async (t) => {
       const expected = expectedElements(datatype, jsonValues(datatype))
       t.same(elementsOf(data), datatype.endsWith('INT64') ? expected.map((value) => BigInt(value as number)) : expected, datatype)
     }
-    const bytes = request.input<Buffer[]>('IN_BYTES').data
+    const bytes = [...request.input<BytesElements>('IN_BYTES').data]
     t.ok(bytes.every((element) => Buffer.isBuffer(element)), 'BYTES elements are Buffers')
     t.same(bytes.map(String), ['a', '', 'héllo wörld'])
   })
@@ -179,7 +179,7 @@ t.test('binary tensor data extension', async (t) => {
         t.ok(data instanceof ARRAY_OF[datatype], `${datatype} is a ${ARRAY_OF[datatype].name}`)
         t.same(elementsOf(data), expectedElements(datatype, EDGE_VALUES[datatype]), `${contentType}: ${datatype}`)
       }
-      t.same(request.input<Buffer[]>('IN_BYTES').data.map(String), ['ab', '', 'ünïcode'])
+      t.same([...request.input<BytesElements>('IN_BYTES').data].map(String), ['ab', '', 'ünïcode'])
       // The echo gives every input back as binary output: the bytes went through unchanged.
       const { binary } = parseInferResponse(response)
       FIXED.forEach((datatype, index) => t.same(binary.get(`OUT_${datatype}`), chunks[index], `OUT_${datatype} bytes`))
@@ -262,7 +262,7 @@ t.test('binary tensor data extension', async (t) => {
     const { app, seen } = await buildInferApp(t, [echoModel('m', ['BYTES'])])
     const good = serializeStrings(['one', 'two'])
     t.equal((await inferBinary(app, 'm', { inputs: [binaryInput('IN_BYTES', 'BYTES', [2], good.length)] }, [good])).statusCode, 200)
-    t.same(seen[0].input<Buffer[]>('IN_BYTES').data.map(String), ['one', 'two'])
+    t.same([...seen[0].input<BytesElements>('IN_BYTES').data].map(String), ['one', 'two'])
     const malformed = 'BYTES data of tensor \'IN_BYTES\' is malformed: each element must be a 4-byte little-endian length ' +
       'followed by that many bytes, filling the tensor exactly'
     const bigEndian = Buffer.from([0, 0, 0, 3, ...Buffer.from('one'), 0, 0, 0, 3, ...Buffer.from('two')])
@@ -392,7 +392,7 @@ t.test('shared memory', async (t) => {
     const response = await infer(app, 'm', { inputs: [shmInput('IN_BYTES', 'BYTES', [3], 'r', strings.length, 8)] })
     t.equal(response.statusCode, 200, response.body)
     t.equal(response.body, '{"model_name":"m","outputs":[{"name":"OUT_BYTES","datatype":"BYTES","shape":[3],"data":["ab","","héllo"]}]}')
-    const elements = seen[0].input<Buffer[]>('IN_BYTES').data
+    const elements = [...seen[0].input<BytesElements>('IN_BYTES').data]
     object.bytes[8 + 4] = 'X'.charCodeAt(0)
     t.equal(elements[0].toString(), 'Xb', 'the elements are views of the client\'s memory')
 

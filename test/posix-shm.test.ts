@@ -3,14 +3,14 @@
  * with the object's file, detaching on unmap, typed errors, and no descriptor ever left open.
  */
 import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import t, { type Test } from 'tap'
-import { createObject, mapObject, PosixShmError, unlinkObject, unmapObject } from '../lib/posix-shm'
+import { createObject, isIntact, mapObject, MappedRange, PosixShmError, unlinkObject, unmapObject } from '../lib/posix-shm'
 import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, shmMappings, uniqueKey, unlinkOnTeardown, writeObjectFile } from './helpers/shm'
 import { makeDirectory, makeFifo } from './helpers/special-objects'
 
@@ -420,4 +420,80 @@ t.test('the addon is found from the sources and from the compiled layout', async
   symlinkSync(path.join(packageRoot, 'node_modules'), path.join(root, 'node_modules'))
   const fromDist = await run(process.execPath, ['-e', probe(path.join(root, 'dist', 'lib', 'posix-shm.js'))], { cwd: scratch, env: withoutCoverage })
   t.same(JSON.parse(fromDist.stdout), { length: 0, unmapped: true }, 'compiled dist/lib')
+})
+
+t.test('a MappedRange is seen through windows over one mapping, all detached by unmap', async (t) => {
+  const key = makeObject(t, 3 * PAGE_SIZE, 'windows')
+  const range = new MappedRange(key, 100, 2 * PAGE_SIZE)
+  t.teardown(() => { range.unmap() })
+  const head = new Uint8Array(range.window(0, 10))
+  const tail = new Uint8Array(range.window(2 * PAGE_SIZE - 4, 4))
+  const twin = new Uint8Array(range.window(0, 10))
+  t.equal(mappingsOf(key).length, 1, 'windows do not map again')
+  writeObjectFile(key, 100, [7])
+  writeObjectFile(key, 100 + 2 * PAGE_SIZE - 1, [9])
+  t.same([head[0], twin[0], tail[3]], [7, 7, 9], 'each window sees its part of the object')
+  throwsShm(t, () => range.window(2 * PAGE_SIZE - 3, 4), 'ERR_SHM_OUT_OF_BOUNDS', undefined, 'a window past the end')
+  throwsShm(t, () => range.window(2 * PAGE_SIZE + 1, 0), 'ERR_SHM_OUT_OF_BOUNDS', undefined, 'a window starting past the end')
+  throwsShm(t, () => range.window(0, MappedRange.maxWindowBytes + 1), 'ERR_SHM_WINDOW_TOO_LARGE', undefined,
+    'a window larger than one ArrayBuffer')
+  t.equal(range.window(2 * PAGE_SIZE, 0).byteLength, 0, 'an empty window at the end is fine')
+  t.ok(range.intact)
+  t.equal(range.unmap(), true)
+  t.same([head.length, tail.length, twin.length], [0, 0, 0], 'every window reads as empty')
+  t.same(mappingsOf(key), [], 'unmapped')
+  t.notOk(range.intact, 'not intact once unmapped')
+  t.equal(range.unmap(), false, 'a second unmap does nothing')
+  throwsShm(t, () => range.window(0, 1), 'ERR_SHM_UNMAPPED', undefined, 'no window once unmapped')
+})
+
+t.test('two ranges of one object name the same object, whatever the key; other objects differ', async (t) => {
+  const key = makeObject(t, PAGE_SIZE, 'identity')
+  const other = makeObject(t, PAGE_SIZE, 'other')
+  const ranges = [new MappedRange(key, 0, 10), new MappedRange(`//${key.replace(/^\/+/, '')}`, 20, 10), new MappedRange(other, 0, 10)]
+  t.teardown(() => ranges.forEach((range) => range.unmap()))
+  t.match(ranges[0].object, /^\d+:\d+$/, 'device:inode')
+  t.equal(ranges[1].object, ranges[0].object, 'one object under two spellings of its key')
+  t.not(ranges[2].object, ranges[0].object, 'another object')
+})
+
+t.test('windows outlive a collected MappedRange, and the mapping goes with the last of them', async (t) => {
+  setFlagsFromString('--expose-gc')
+  const gc = runInNewContext('gc') as () => void
+  const key = makeObject(t, PAGE_SIZE, 'outlive')
+  let window: ArrayBuffer | undefined = (() => new MappedRange(key, 0, PAGE_SIZE).window(0, 8))()
+  for (let attempt = 0; attempt < 5; attempt++) {
+    gc()
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  writeObjectFile(key, 0, [42])
+  t.equal(new Uint8Array(window)[0], 42, 'the window still reads the object after its range was collected')
+  window = undefined
+  for (let attempt = 0; attempt < 50 && mappingsOf(key).length > 0; attempt++) {
+    gc()
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  t.same(mappingsOf(key), [], 'unmapped once nothing refers to it')
+})
+
+t.test('mapObject refuses a range larger than one ArrayBuffer, and leaves nothing mapped', async (t) => {
+  const byteSize = MappedRange.maxWindowBytes + 1
+  if (byteSize > 16 * 1024 ** 3) {
+    t.comment(`this Node's ArrayBuffers hold ${MappedRange.maxWindowBytes} bytes: no object here is larger`)
+    t.pass('nothing to refuse on this Node')
+    return
+  }
+  const key = makeObject(t, byteSize, 'one_buffer') // sparse: costs no memory
+  throwsShm(t, () => mapObject(key, 0, byteSize), 'ERR_SHM_WINDOW_TOO_LARGE')
+  t.same(mappingsOf(key), [], 'the mapping made first was unmapped')
+})
+
+t.test('isIntact follows the object: true while it holds the range, false once shrunk or unmapped', async (t) => {
+  const key = makeObject(t, 2 * PAGE_SIZE, 'intact')
+  const buffer = mapForTest(t, key, PAGE_SIZE, PAGE_SIZE)
+  t.equal(isIntact(buffer), true)
+  truncateSync(objectPath(key), PAGE_SIZE)
+  t.equal(isIntact(buffer), false, 'shrunk below the range')
+  unmapObject(buffer)
+  t.equal(isIntact(buffer), false, 'unmapped')
 })

@@ -626,7 +626,7 @@ const worker = \`
   const addon = require(gypBuild)(root)
   const kept = []
   for (let cycle = 0; cycle < cycles; cycle++) {
-    kept.push(addon.map(key, 0, size))
+    kept.push(addon.window(addon.map(key, 0, size), 0, size))
     if (kept.length > 8) addon.unmap(kept.splice(cycle % kept.length, 1)[0])
   }
   parentPort.postMessage('ready')

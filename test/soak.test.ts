@@ -226,3 +226,28 @@ t.test('while regions are registered, each holds one mapping and one descriptor;
   t.same(after.mappings, before.mappings, 'mappings back to where they were')
   t.equal(after.shmem, before.shmem, 'RssShmem back to where it was')
 })
+
+t.test('regions past 4 GiB, cycled with leases anywhere in them: descriptors, mappings and touched pages come back', async (t) => {
+  const CYCLES_PAST_4_GIB = 300
+  const byteSize = 4 * 1024 ** 3 + 3 * PAGE_SIZE // sparse: only the pages leases touch cost memory
+  const key = makeObject(t, byteSize, 'soak_past4g')
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const before = snapshot()
+  let wrong = 0
+  for (let cycle = 0; cycle < CYCLES_PAST_4_GIB; cycle++) {
+    registry.register('big', { key, offset: cycle % PAGE_SIZE, byteSize: byteSize - PAGE_SIZE })
+    const at = cycle % 2 === 0 ? 2 ** 32 + cycle : cycle * PAGE_SIZE
+    const leases = [registry.acquire('big', at, PAGE_SIZE), registry.acquire('big', at, 8)]
+    touch(leases[0], cycle)
+    if (leases[1].buffer[7] !== (cycle & 0xff)) wrong++
+    registry.unregister('big') // deferred: the leases are live
+    for (const lease of leases) lease.release()
+    if (registry.has('big') || leases[0].buffer.length !== 0) wrong++
+  }
+  t.equal(wrong, 0, `${CYCLES_PAST_4_GIB} cycles: every lease saw its bytes, and every region went with its last lease`)
+  const after = snapshot()
+  t.equal(after.fds, before.fds, 'as many descriptors as before')
+  t.same(after.mappings, before.mappings, 'the same /dev/shm mappings as before')
+  t.equal(after.shmem, before.shmem, 'RssShmem back to where it was')
+})

@@ -47,6 +47,9 @@ export interface Lease {
   /** Offset of the view inside the registered region. */
   readonly offset: number
   readonly byteSize: number
+  /** True when this lease and `other` share a byte of one shared memory object, even through
+   * different regions or keys (an output written there would change an input). */
+  overlaps(other: Lease): boolean
   /** Ends the lease. Calling it again does nothing. */
   release(): void
 }

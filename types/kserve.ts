@@ -59,19 +59,48 @@ export interface ModelSignature {
   name: string
   versions?: string[]
   platform?: string
+  /**
+   * As Triton's `max_batch_size`: above 0, the first dimension of every input is the batch, so all
+   * inputs must agree on it, and it may be at most this (`Infinity`: any size). Absent or 0: no
+   * batch dimension.
+   */
+  maxBatchSize?: number
   inputs: TensorSpec[]
   outputs: TensorSpec[]
 }
 
-/** Element storage per datatype: a typed array over the tensor's bytes, or one Buffer per element
- * for BYTES. FP16 and BF16 have no JavaScript type: their raw bytes (two per element) are given. */
+/**
+ * The elements of a BYTES input, read lazily from their serialized bytes: an offset per element,
+ * and a Buffer (a view of the request's own bytes, zero-copy) only for an element asked for.
+ */
+export interface BytesElements extends Iterable<Buffer> {
+  readonly length: number
+  /** Element `index` (negative counts from the end), or undefined past either end. */
+  at(index: number): Buffer | undefined
+  /** The elements as serialized: per element a 4-byte little-endian length, then its bytes. */
+  readonly serialized: Uint8Array
+}
+
+/** Element storage per datatype: a typed array over the tensor's bytes; for BYTES, `BytesElements`
+ * in inputs and one Buffer per element in outputs. FP16 and BF16 have no JavaScript type: their
+ * raw bytes (two per element) are given. */
 export type TensorData =
   | Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array
-  | BigUint64Array | BigInt64Array | Float32Array | Float64Array | Buffer[]
+  | BigUint64Array | BigInt64Array | Float32Array | Float64Array | Buffer[] | BytesElements
 
 export interface Tensor<Data extends TensorData = TensorData> {
   name: string
   datatype: Datatype
   shape: number[]
   data: Data
+}
+
+/** What one infer request may cost; each is checked before the work it bounds, answering 400. */
+export interface InferLimits {
+  /** Most elements of one BYTES tensor, input or output (default 1,048,576). A model's work per
+   * element is its own, so this bounds it before the model runs. */
+  maxBytesElements?: number
+  /** Most characters of JSON tensor data in one response (default 268,435,456, half of the
+   * longest string V8 makes). A larger output must be asked for as binary data or in shared memory. */
+  maxJsonResponseChars?: number
 }

@@ -5,6 +5,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { InferRequestWire } from '../../types/kserve'
 import * as errors from '../errors'
+import { DEFAULT_JSON_LIMIT } from './infer-limits'
 
 export const HEADER_LENGTH_HEADER = 'inference-header-content-length'
 
@@ -21,7 +22,19 @@ function headerLength (value: string | string[] | undefined, bodyBytes: number):
   return length
 }
 
-function parseHeader (json: Buffer): InferRequestWire {
+/** Options of the infer body parser. */
+export interface InferBodyOptions {
+  /** Largest body, JSON and binary data together, in bytes (Fastify's `bodyLimit` by default). */
+  bodyLimit?: number
+  /**
+   * Largest JSON part, in bytes (default 64 MiB, as Triton's HTTP limit). JSON arrays of numbers
+   * take several times their text in memory once parsed; binary data and shared memory do not.
+   */
+  jsonLimit?: number
+}
+
+function parseHeader (json: Buffer, jsonLimit: number): InferRequestWire {
+  if (json.length > jsonLimit) throw errors.jsonRequestTooLarge(json.length, jsonLimit)
   try {
     return JSON.parse(json.toString())
   } catch {
@@ -30,16 +43,18 @@ function parseHeader (json: Buffer): InferRequestWire {
 }
 
 /** Splits and parses an infer body, given the value of its `Inference-Header-Content-Length`. */
-export function parseInferBody (headerLengthValue: string | string[] | undefined, body: Buffer): InferBody {
-  if (headerLengthValue === undefined) return new InferBody(parseHeader(body), body.subarray(body.length))
+export function parseInferBody (headerLengthValue: string | string[] | undefined, body: Buffer,
+  jsonLimit = DEFAULT_JSON_LIMIT): InferBody {
+  if (headerLengthValue === undefined) return new InferBody(parseHeader(body, jsonLimit), body.subarray(body.length))
   const length = headerLength(headerLengthValue, body.length)
-  return new InferBody(parseHeader(body.subarray(0, length)), body.subarray(length))
+  return new InferBody(parseHeader(body.subarray(0, length), jsonLimit), body.subarray(length))
 }
 
 /** A Fastify content-type parser (`parseAs: 'buffer'`) that yields an `InferBody`. */
-export function inferBodyParser (request: FastifyRequest, body: Buffer, done: (error: Error | null, body?: InferBody) => void) {
+export function inferBodyParser (request: FastifyRequest, body: Buffer, done: (error: Error | null, body?: InferBody) => void,
+  jsonLimit = DEFAULT_JSON_LIMIT) {
   try {
-    done(null, parseInferBody(request.headers[HEADER_LENGTH_HEADER], body))
+    done(null, parseInferBody(request.headers[HEADER_LENGTH_HEADER], body, jsonLimit))
   } catch (error) {
     done(error as Error)
   }
@@ -49,7 +64,10 @@ export function inferBodyParser (request: FastifyRequest, body: Buffer, done: (e
  * Makes every request of this (encapsulated) instance parse as an infer body, whatever its
  * Content-Type: clients send JSON, `application/octet-stream`, or nothing.
  */
-export function useInferBodyParser (app: FastifyInstance, options: { bodyLimit?: number } = {}): void {
+export function useInferBodyParser (app: FastifyInstance, options: InferBodyOptions = {}): void {
+  const { bodyLimit, jsonLimit } = options
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.bodyLimit }, inferBodyParser)
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit },
+    (request: FastifyRequest, body: Buffer, done: (error: Error | null, body?: InferBody) => void) =>
+      inferBodyParser(request, body, done, jsonLimit))
 }

@@ -4,18 +4,21 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
-import type { InferRequestWire, ModelSignature, Tensor, TensorData, TensorSpec } from '../../types/kserve'
+import type { InferLimits, InferRequestWire, ModelSignature, Tensor, TensorData, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
 import { HEADER_LENGTH_HEADER, InferBody } from './infer-body'
+import { DEFAULT_INFER_LIMITS } from './infer-limits'
 import { checkInferRequest } from './infer-wire'
 import { BinaryCursor, readInput } from './input-tensors'
-import { encodeResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput } from './output-tensors'
+import { encodeResponse, JsonBudget, type OutputPlan, outputStorage, planOutputs, type ProducedOutput } from './output-tensors'
 
 export interface ReadInferRequestOptions {
   /** The registry that resolves `shared_memory_region` parameters (`app.systemSharedMemory`). */
   registry: SystemSharedMemoryRegistry
   /** The model the request is for; inputs and outputs are checked against it. */
   model: ModelSignature
+  /** What one request may cost (defaults: `DEFAULT_INFER_LIMITS`). */
+  limits?: InferLimits
 }
 
 const sameShape = (spec: number[], shape: number[]) =>
@@ -39,6 +42,15 @@ function checkInputNames ({ inputs }: InferRequestWire, model: ModelSignature): 
   if (inputs.length !== model.inputs.length) throw errors.inputCountMismatch(model.name, model.inputs.length, inputs.length)
 }
 
+/** Inputs of a batching model share their first dimension, within the model's largest batch. */
+function checkBatch ({ inputs }: InferRequestWire, { maxBatchSize = 0, name }: ModelSignature): void {
+  if (!(maxBatchSize > 0)) return
+  const batch = inputs[0]?.shape[0]
+  const differs = inputs.find(({ shape }) => shape.length === 0 || shape[0] !== batch)
+  if (differs !== undefined) throw errors.batchMismatch(differs.name, name)
+  if (batch > maxBatchSize) throw errors.batchTooLarge(maxBatchSize, name)
+}
+
 export class InferRequest {
   readonly id?: string
   readonly model: ModelSignature
@@ -48,22 +60,33 @@ export class InferRequest {
   readonly #produced = new Map<string, ProducedOutput>()
   readonly #leases: Lease[] = []
   readonly #abandoned = new AbortController()
+  readonly #limits: Required<InferLimits>
+  readonly #json: JsonBudget
 
-  constructor (body: InferRequestWire, binary: Buffer, { registry, model }: ReadInferRequestOptions) {
+  constructor (body: InferRequestWire, binary: Buffer, { registry, model, limits }: ReadInferRequestOptions) {
     this.id = body.id
     this.model = model
+    this.#limits = { ...DEFAULT_INFER_LIMITS, ...limits }
+    this.#json = new JsonBudget(this.#limits.maxJsonResponseChars)
     const hold = (lease: Lease) => { this.#leases.push(lease) }
     try {
       checkInputNames(body, model)
+      checkBatch(body, model)
       const cursor = new BinaryCursor(binary)
-      this.inputs = body.inputs.map((input) => readInput(input,
-        specOfInput(model, input.name, input.datatype, input.shape), { model: model.name, registry, binary: cursor, hold }))
+      const context = { model: model.name, registry, binary: cursor, limits: this.#limits, hold }
+      this.inputs = body.inputs.map((input) => readInput(input, specOfInput(model, input.name, input.datatype, input.shape), context))
       cursor.finish()
-      this.#plans = planOutputs(body, model, registry, hold)
+      this.#plans = planOutputs(body, model, registry, hold, [...this.#leases])
     } catch (error) {
       this.release()
       throw error
     }
+  }
+
+  /** The outputs the response carries, in the order the request asked for them (all of the
+   * model's when it named none). A model may compute only these. */
+  get requestedOutputs (): string[] {
+    return [...this.#plans.keys()]
   }
 
   /** The input named `name` (the model's signature guarantees it was sent). */
@@ -75,20 +98,23 @@ export class InferRequest {
 
   /**
    * Storage for output `name` of `shape`, for the model to fill: a view straight into the client's
-   * shared memory when the request put the output there, a new array otherwise. BYTES outputs are
-   * an array of Buffers, one per element.
+   * shared memory when the request put the output there, a new array otherwise (also where that
+   * memory overlaps an input's: it is copied in after the model ran). BYTES outputs are an array of
+   * Buffers, one per element. Throws a 400 when the output cannot be sent as asked (its region is
+   * too small, it has too many BYTES elements, or too much JSON): ask for every output's storage
+   * before writing any, and a refused request changes no byte of any region.
    */
   output<Data extends TensorData = TensorData> (name: string, shape: number[]): Data {
     const spec = this.model.outputs.find((output) => output.name === name)
     if (spec === undefined) throw new Error(`model '${this.model.name}' has no output '${name}'`)
-    const data = outputStorage(spec, shape, this.#plans.get(name))
+    const data = outputStorage(spec, shape, this.#plans.get(name), this.#limits, this.#json)
     this.#produced.set(name, { spec, shape, data })
     return data as Data
   }
 
   /** The response body for the outputs the request asked for; sets the reply's headers. */
   respond (reply: FastifyReply): string | Buffer {
-    const { header, binary } = encodeResponse({ model_name: this.model.name, id: this.id }, this.#plans, this.#produced)
+    const { header, binary } = encodeResponse({ model_name: this.model.name, id: this.id }, this.#plans, this.#produced, this.#json)
     if (binary.length === 0) {
       reply.type('application/json')
       return header

@@ -3,10 +3,10 @@
  * body, or a registered shared memory region (a zero-copy view held by a lease).
  */
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
-import type { InferInputWire, Tensor, TensorSpec } from '../../types/kserve'
+import type { InferInputWire, InferLimits, Tensor, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
 import { bytesTensorFromJson, parseBytesTensor } from './bytes-tensor'
-import { elementBytes, elementCount, typedArrayFromJson, typedArrayOver } from './datatypes'
+import { elementBytes, exactElementCount, typedArrayFromJson, typedArrayOver } from './datatypes'
 import { Parameters } from './infer-wire'
 
 /** Hands out the binary section of a body in order, one input after another. */
@@ -35,6 +35,7 @@ export interface InputContext {
   model: string
   registry: SystemSharedMemoryRegistry
   binary: BinaryCursor
+  limits: Required<InferLimits>
   /** Keeps a lease until the response is finished. */
   hold(lease: Lease): void
 }
@@ -56,22 +57,58 @@ function sharedMemoryBytes (input: InferInputWire, parameters: Parameters, conte
   return lease.buffer
 }
 
+/** The element count of a BYTES tensor, refused before any element is read when over the limit. */
+function bytesElementCount (tensor: string, shape: number[], limits: Required<InferLimits>): number {
+  const count = exactElementCount(shape)
+  if (count > limits.maxBytesElements) throw errors.tooManyBytesElements(tensor, count, limits.maxBytesElements)
+  return Number(count)
+}
+
 /** The tensor's elements decoded from its raw bytes, checked against its shape. */
-function fromBytes (input: InferInputWire, spec: TensorSpec, bytes: Uint8Array, model: string): Tensor {
-  const count = elementCount(input.shape)
+function fromBytes (input: InferInputWire, spec: TensorSpec, bytes: Uint8Array, context: InputContext): Tensor {
   const bytesPerElement = elementBytes(spec.datatype)
   const tensor = { name: input.name, datatype: spec.datatype, shape: input.shape }
-  if (bytesPerElement === undefined) return { ...tensor, data: parseBytesTensor(input.name, bytes, count) }
-  if (bytes.byteLength !== count * bytesPerElement) {
-    throw errors.inputByteSizeMismatch(input.name, model, count * bytesPerElement, bytes.byteLength)
+  if (bytesPerElement === undefined) {
+    return { ...tensor, data: parseBytesTensor(input.name, bytes, bytesElementCount(input.name, input.shape, context.limits)) }
   }
+  const expected = exactElementCount(input.shape) * BigInt(bytesPerElement)
+  if (BigInt(bytes.byteLength) !== expected) throw errors.inputByteSizeMismatch(input.name, context.model, expected, bytes.byteLength)
   return { ...tensor, data: typedArrayOver(spec.datatype as Exclude<typeof spec.datatype, 'BYTES'>, bytes) }
 }
 
-function fromJson (input: InferInputWire, spec: TensorSpec, model: string): Tensor {
-  const values = (input.data as unknown[]).flat(Infinity)
-  const count = elementCount(input.shape)
-  if (values.length !== count) throw errors.inputElementCountMismatch(input.name, model, count, values.length)
+/** Deepest JSON `data` accepted: tensors have a handful of dimensions, and Triton, like this
+ * package, accepts data nested more deeply than its shape. */
+export const MAX_DATA_DEPTH = 64
+
+/**
+ * The values of JSON `data`, flat or nested, in order. Iterative, so a client's nesting never
+ * reaches the call stack; nesting deeper than `MAX_DATA_DEPTH` is refused.
+ */
+function flatten (input: InferInputWire): unknown[] {
+  const values: unknown[] = []
+  const open: Array<{ array: unknown[], next: number }> = [{ array: input.data as unknown[], next: 0 }]
+  while (open.length > 0) {
+    const level = open[open.length - 1]
+    if (level.next === level.array.length) {
+      open.pop()
+      continue
+    }
+    const value = level.array[level.next++]
+    if (!Array.isArray(value)) {
+      values.push(value)
+    } else if (open.length === MAX_DATA_DEPTH) {
+      throw errors.dataTooDeep(input.name, MAX_DATA_DEPTH)
+    } else {
+      open.push({ array: value, next: 0 })
+    }
+  }
+  return values
+}
+
+function fromJson (input: InferInputWire, spec: TensorSpec, context: InputContext): Tensor {
+  const values = flatten(input)
+  const count = spec.datatype === 'BYTES' ? bytesElementCount(input.name, input.shape, context.limits) : exactElementCount(input.shape)
+  if (BigInt(values.length) !== BigInt(count)) throw errors.inputElementCountMismatch(input.name, context.model, count, values.length)
   const data = spec.datatype === 'BYTES'
     ? bytesTensorFromJson(input.name, values)
     : typedArrayFromJson(input.name, spec.datatype, values)
@@ -83,12 +120,12 @@ export function readInput (input: InferInputWire, spec: TensorSpec, context: Inp
   const parameters = new Parameters(input.name, input.parameters)
   switch (sourceOf(input, parameters)) {
     case 'data':
-      return fromJson(input, spec, context.model)
+      return fromJson(input, spec, context)
     case 'binary_data_size': {
       const byteSize = parameters.unsigned('binary_data_size') as number
-      return fromBytes(input, spec, context.binary.take(input.name, byteSize), context.model)
+      return fromBytes(input, spec, context.binary.take(input.name, byteSize), context)
     }
     case 'shared_memory_region':
-      return fromBytes(input, spec, sharedMemoryBytes(input, parameters, context), context.model)
+      return fromBytes(input, spec, sharedMemoryBytes(input, parameters, context), context)
   }
 }

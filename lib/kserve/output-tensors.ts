@@ -3,20 +3,25 @@
  * JSON), the storage a model writes it into, and the response that lists them.
  */
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
-import type { InferRequestWire, ModelSignature, TensorData, TensorSpec } from '../../types/kserve'
+import type { BytesElements, InferLimits, InferRequestWire, ModelSignature, TensorData, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
 import { jsonOfBytesTensor, serializedSize, writeBytesTensor } from './bytes-tensor'
-import { bytesOf, elementBytes, elementCount, hasJsonForm, jsonOfTypedArray, newTypedArray, typedArrayOver } from './datatypes'
+import {
+  bytesOf, elementBytes, exactElementCount, hasJsonForm, jsonOfTypedArray, maxJsonChars, newTypedArray, typedArrayOver
+} from './datatypes'
 import { Parameters } from './infer-wire'
 
 type FixedDatatype = Exclude<TensorSpec['datatype'], 'BYTES'>
-type TypedArray = Exclude<TensorData, Buffer[]>
+type TypedArray = Exclude<TensorData, Buffer[] | BytesElements>
 
 /** Where one requested output goes. */
 export interface OutputPlan {
   spec: TensorSpec
   /** Set when the output goes to shared memory: the region part it is written into. */
   lease?: Lease
+  /** The lease overlaps an input's bytes: the model writes into scratch storage, copied in after it
+   * ran, so it computes from the inputs as they were (as Triton does). */
+  aliased: boolean
   /** Sent as binary data after the JSON header (when not in shared memory). */
   binary: boolean
 }
@@ -27,25 +32,28 @@ export interface ProducedOutput {
   data: TensorData
 }
 
+type Acquire = (region: string, offset: number, byteSize: number) => Lease
+
 function planOutput (name: string, parameterValues: Parameters, model: ModelSignature, binaryByDefault: boolean,
-  acquire: (region: string, offset: number, byteSize: number) => Lease): OutputPlan {
+  acquire: Acquire, inputLeases: Lease[]): OutputPlan {
   const spec = model.outputs.find((output) => output.name === name)
   if (spec === undefined) throw errors.unexpectedOutput(name, model.name)
   const binaryData = parameterValues.boolean('binary_data')
   const region = parameterValues.string('shared_memory_region')
-  if (region === undefined) return { spec, binary: (binaryData ?? binaryByDefault) || !hasJsonForm(spec.datatype) }
+  if (region === undefined) return { spec, aliased: false, binary: (binaryData ?? binaryByDefault) || !hasJsonForm(spec.datatype) }
   if (binaryData === true) throw errors.outputBinaryAndSharedMemory()
   const byteSize = parameterValues.unsigned('shared_memory_byte_size')
   if (byteSize === undefined) throw errors.missingSharedMemoryByteSize(name)
-  return { spec, binary: false, lease: acquire(region, parameterValues.unsigned('shared_memory_offset') ?? 0, byteSize) }
+  const lease = acquire(region, parameterValues.unsigned('shared_memory_offset') ?? 0, byteSize)
+  return { spec, binary: false, lease, aliased: inputLeases.some((input) => lease.overlaps(input)) }
 }
 
 /** The outputs a request asks for (all of the model's when it names none, as `"outputs": []` does
- * for Triton too), in the order asked. */
+ * for Triton too), in the order asked. `inputLeases` are the shared memory the inputs are read from. */
 export function planOutputs (request: InferRequestWire, model: ModelSignature, registry: SystemSharedMemoryRegistry,
-  hold: (lease: Lease) => void): Map<string, OutputPlan> {
+  hold: (lease: Lease) => void, inputLeases: Lease[]): Map<string, OutputPlan> {
   const binaryByDefault = new Parameters('request', request.parameters).boolean('binary_data_output') ?? false
-  const acquire = (region: string, offset: number, byteSize: number) => {
+  const acquire: Acquire = (region, offset, byteSize) => {
     const lease = registry.acquire(region, offset, byteSize)
     hold(lease)
     return lease
@@ -55,34 +63,74 @@ export function planOutputs (request: InferRequestWire, model: ModelSignature, r
     : model.outputs.map(({ name }) => ({ name, parameters: undefined }))
   const plans = new Map<string, OutputPlan>()
   for (const { name, parameters } of requested) {
-    plans.set(name, planOutput(name, new Parameters(name, parameters), model, binaryByDefault, acquire))
+    if (plans.has(name)) throw errors.duplicateOutput(name)
+    plans.set(name, planOutput(name, new Parameters(name, parameters), model, binaryByDefault, acquire, inputLeases))
   }
   return plans
 }
 
-/** Storage for an output: a view of its shared memory (written in place) or a new array. */
-export function outputStorage (spec: TensorSpec, shape: number[], plan: OutputPlan | undefined): TensorData {
-  const count = elementCount(shape)
+/** True for an output the response carries as JSON `data` (one the request did not ask for is not sent). */
+const sentAsJson = (plan: OutputPlan | undefined): boolean => plan !== undefined && plan.lease === undefined && !plan.binary
+
+/**
+ * Storage for an output: a view of its shared memory (written in place) or a new array. Refuses,
+ * before the model writes anything, what the response could not carry: a region too small, too
+ * many BYTES elements, or more JSON than `json` has left.
+ */
+export function outputStorage (spec: TensorSpec, shape: number[], plan: OutputPlan | undefined,
+  limits: Required<InferLimits>, json: JsonBudget): TensorData {
+  const count = exactElementCount(shape)
   const bytesPerElement = elementBytes(spec.datatype)
-  if (bytesPerElement === undefined) return new Array<Buffer>(count).fill(Buffer.alloc(0))
+  if (bytesPerElement === undefined) {
+    if (count > limits.maxBytesElements) throw errors.tooManyBytesElements(spec.name, count, limits.maxBytesElements)
+    return new Array<Buffer>(Number(count)).fill(Buffer.alloc(0))
+  }
   const datatype = spec.datatype as FixedDatatype
-  if (plan?.lease === undefined) return newTypedArray(datatype, count)
-  const required = count * bytesPerElement
+  if (plan?.lease === undefined) {
+    if (sentAsJson(plan)) json.charge(spec.name, maxJsonChars(datatype, Number(count)))
+    return newTypedArray(datatype, Number(count))
+  }
+  const required = count * BigInt(bytesPerElement)
   if (plan.lease.byteSize < required) throw errors.outputTooSmall(spec.name, plan.lease.byteSize, required)
-  return typedArrayOver(datatype, plan.lease.buffer.subarray(0, required))
+  if (plan.aliased) return newTypedArray(datatype, Number(count))
+  return typedArrayOver(datatype, plan.lease.buffer.subarray(0, Number(required)))
 }
 
-/** Puts an output's bytes in its region: BYTES are serialized now; an array that could not be a
- * view (unaligned offset) is copied; a view written in place needs nothing. */
-function storeInSharedMemory ({ spec, data }: ProducedOutput, lease: Lease): void {
+/** Characters of JSON tensor data a response may still carry. */
+export class JsonBudget {
+  left: number
+
+  constructor (readonly total: number) {
+    this.left = total
+  }
+
+  charge (output: string, chars: number): void {
+    if (chars > this.left) throw errors.jsonResponseTooLarge(output, this.total)
+    this.left -= chars
+  }
+}
+
+/** Refuses a BYTES output its region cannot hold; fixed-size outputs were checked for storage. */
+function checkFits ({ spec, data }: ProducedOutput, lease: Lease): void {
+  if (spec.datatype !== 'BYTES') return
+  const required = serializedSize(data as Buffer[])
+  if (lease.byteSize < required) throw errors.outputTooSmall(spec.name, lease.byteSize, required)
+}
+
+/** Puts an output's bytes in its region: BYTES are serialized now (through scratch memory when the
+ * region overlaps an input, whose elements the output may still point at); an array that is not a
+ * view of the region (scratch, or an unaligned offset) is copied; a view written in place needs nothing. */
+function storeInSharedMemory ({ spec, data }: ProducedOutput, { lease, aliased }: OutputPlan): void {
+  const target = (lease as Lease).buffer
   if (spec.datatype === 'BYTES') {
     const elements = data as Buffer[]
-    const required = serializedSize(elements)
-    if (lease.byteSize < required) throw errors.outputTooSmall(spec.name, lease.byteSize, required)
-    return writeBytesTensor(elements, lease.buffer)
+    if (!aliased) return writeBytesTensor(elements, target)
+    const scratch = Buffer.allocUnsafe(serializedSize(elements))
+    writeBytesTensor(elements, scratch)
+    return target.set(scratch)
   }
   const typed = data as TypedArray
-  if (typed.buffer !== lease.buffer.buffer) lease.buffer.set(bytesOf(typed))
+  if (typed.buffer !== target.buffer) target.set(bytesOf(typed))
 }
 
 function binaryOf ({ spec, data }: ProducedOutput): Uint8Array {
@@ -93,9 +141,14 @@ function binaryOf ({ spec, data }: ProducedOutput): Uint8Array {
   return bytes
 }
 
-const jsonOf = ({ spec, data }: ProducedOutput): string => spec.datatype === 'BYTES'
-  ? jsonOfBytesTensor(data as Buffer[])
-  : jsonOfTypedArray(spec.datatype, data as TypedArray)
+/** JSON of an output's elements. Fixed-size outputs were charged their worst case for storage;
+ * BYTES are measured as they are written. */
+function jsonOf ({ spec, data }: ProducedOutput, json: JsonBudget): string {
+  if (spec.datatype !== 'BYTES') return jsonOfTypedArray(spec.datatype, data as TypedArray)
+  const text = jsonOfBytesTensor(data as Buffer[], json.left)
+  json.charge(spec.name, text?.length ?? Infinity)
+  return text as string
+}
 
 export interface EncodedResponse {
   /** The JSON header (the whole body when no output is binary). */
@@ -104,26 +157,29 @@ export interface EncodedResponse {
   binary: Uint8Array[]
 }
 
-/** The response listing each planned output; shared-memory outputs are stored in their regions. */
+/**
+ * The response listing each planned output; shared-memory outputs are stored in their regions.
+ * Everything that can refuse the request is done before the first byte is stored: a refused
+ * request changes nothing in any region.
+ */
 export function encodeResponse (head: { model_name: string, id?: string }, plans: Map<string, OutputPlan>,
-  produced: Map<string, ProducedOutput>): EncodedResponse {
-  const entries: string[] = []
-  const binary: Uint8Array[] = []
-  for (const [name, plan] of plans) {
+  produced: Map<string, ProducedOutput>, json: JsonBudget): EncodedResponse {
+  const outputs = [...plans].map(([name, plan]) => {
     const output = produced.get(name)
     if (output === undefined) throw new Error(`the model did not produce output '${name}'`)
+    if (plan.lease !== undefined) checkFits(output, plan.lease)
+    return { name, plan, output }
+  })
+  const binary: Uint8Array[] = []
+  const entries = outputs.map(({ name, plan, output }) => {
     const fields = `"name":${JSON.stringify(name)},"datatype":"${plan.spec.datatype}","shape":${JSON.stringify(output.shape)}`
-    if (plan.lease !== undefined) {
-      storeInSharedMemory(output, plan.lease)
-      entries.push(`{${fields}}`)
-    } else if (plan.binary) {
-      const bytes = binaryOf(output)
-      binary.push(bytes)
-      entries.push(`{${fields},"parameters":{"binary_data_size":${bytes.byteLength}}}`)
-    } else {
-      entries.push(`{${fields},"data":${jsonOf(output)}}`)
-    }
-  }
+    if (plan.lease !== undefined) return `{${fields}}`
+    if (!plan.binary) return `{${fields},"data":${jsonOf(output, json)}}`
+    const bytes = binaryOf(output)
+    binary.push(bytes)
+    return `{${fields},"parameters":{"binary_data_size":${bytes.byteLength}}}`
+  })
+  for (const { plan, output } of outputs) if (plan.lease !== undefined) storeInSharedMemory(output, plan)
   const id = head.id === undefined ? '' : `,"id":${JSON.stringify(head.id)}`
   return { header: `{"model_name":${JSON.stringify(head.model_name)}${id},"outputs":[${entries.join(',')}]}`, binary }
 }

@@ -6,12 +6,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct window;
+
 typedef struct mapping {
   void *base;                     /* page-aligned start returned by mmap */
   size_t length;                  /* bytes mapped from base */
+  char *start;                    /* byte 0 of the region: base plus the offset's distance from its page */
+  uint64_t byte_size;             /* bytes of the region from start */
   int fd;                         /* kept open to fstat the object at each use: its owner may shrink it */
   uint64_t end;                   /* offset + byte size: the object must be at least this long */
-  int mapped;                     /* cleared on unmap, so the finalizer does not unmap an address reused since */
+  int mapped;                     /* cleared on unmap, so nothing unmaps an address reused since */
+  int references;                 /* the handle and every window not yet collected; the last one frees */
+  struct window *windows;         /* every window not yet collected, to detach them all before munmap */
   volatile sig_atomic_t poisoned; /* set when a page past the object's end was touched and replaced */
   struct mapping *next, *prev;    /* in the fault guard's list while mapped */
 } mapping;

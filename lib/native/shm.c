@@ -1,10 +1,16 @@
 /*
  * POSIX shared memory for Node, over Node-API only (ABI-stable across Node versions).
  *
- *   map(key, offset, byteSize) -> ArrayBuffer over exactly [offset, offset + byteSize) of the object
- *   unmap(arrayBuffer)         -> true if it unmapped; detaches first so every view reads as empty
- *   intact(arrayBuffer)        -> false if the object shrank below the mapped range since (its owner
- *                                 truncated it), or a page past its end was touched (fault-guard.c)
+ *   map(key, offset, byteSize)    -> a handle to a mapping of [offset, offset + byteSize) of the object,
+ *                                    with `object` naming the object ("<device>:<inode>")
+ *   window(mapping, offset, size) -> an ArrayBuffer over [offset, offset + size) of that range. A
+ *                                    region may be larger than one ArrayBuffer can be, so it is
+ *                                    mapped once and seen through as many windows as its users need
+ *   unmap(mapping or window)      -> true if it unmapped; detaches every window first, so every view
+ *                                    reads as empty
+ *   intact(mapping or window)     -> false if the object shrank below the mapped range since (its
+ *                                    owner truncated it), or a page past its end was touched
+ *                                    (fault-guard.c)
  *   create(key, byteSize)      -> makes a new object (O_CREAT | O_EXCL, mode 0600) of that size
  *   unlink(key)                -> removes an object's name
  *
@@ -18,6 +24,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -105,13 +112,48 @@ static void release_mapping(mapping *map) {
   close(map->fd);
 }
 
-/* The ArrayBuffer's finalizer owns each mapping struct: it frees it, releasing it if still live. */
-static void finalize_mapping(napi_env env, void *data, void *hint) {
-  (void)env;
-  (void)data;
-  mapping *map = hint;
+/* The mapping struct lives while its handle or any window does: the last to be collected frees it,
+ * unmapping first if nobody did. */
+static void drop_reference(mapping *map) {
+  if (--map->references > 0) return;
   if (map->mapped) release_mapping(map);
   free(map);
+}
+
+static void finalize_handle(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  drop_reference(data);
+}
+
+/* An ArrayBuffer over part of a mapping. Each is weakly referenced from its mapping, so that
+ * unmap can detach every one still alive before the pages go. */
+typedef struct window {
+  mapping *map;
+  napi_ref buffer; /* weak; NULL until the buffer exists */
+  struct window *next, *prev;
+} window;
+
+static void link_window(window *w) {
+  w->next = w->map->windows;
+  if (w->next != NULL) w->next->prev = w;
+  w->map->windows = w;
+}
+
+static void unlink_window(window *w) {
+  if (w->prev != NULL) w->prev->next = w->next;
+  else w->map->windows = w->next;
+  if (w->next != NULL) w->next->prev = w->prev;
+}
+
+/* The buffer's finalizer owns each window struct, and with it one reference to the mapping. */
+static void finalize_window(napi_env env, void *data, void *hint) {
+  (void)data;
+  window *w = hint;
+  unlink_window(w);
+  if (w->buffer != NULL) napi_delete_reference(env, w->buffer);
+  drop_reference(w->map);
+  free(w);
 }
 
 static napi_value fail_closing(napi_env env, int fd, const char *code, const char *syscall, int error_number) {
@@ -120,9 +162,27 @@ static napi_value fail_closing(napi_env env, int fd, const char *code, const cha
   return throw_errno(env, syscall, error_number);
 }
 
+/* The handle JavaScript holds for a mapping, named by the object it maps ("<device>:<inode>"), so
+ * that two ranges of one object can be told apart from ranges of two objects. */
+static napi_value new_handle(napi_env env, mapping *map, const struct stat *info) {
+  napi_value handle, object;
+  char identity[48];
+  if (napi_create_object(env, &handle) != napi_ok || napi_wrap(env, handle, map, finalize_handle, NULL, NULL) != napi_ok) {
+    release_mapping(map);
+    free(map);
+    return throw_errno(env, "napi_wrap", ENOMEM);
+  }
+  /* From here the handle's finalizer owns `map`. */
+  snprintf(identity, sizeof(identity), "%llu:%llu", (unsigned long long)info->st_dev, (unsigned long long)info->st_ino);
+  napi_create_string_utf8(env, identity, NAPI_AUTO_LENGTH, &object);
+  napi_set_named_property(env, handle, "object", object);
+  return handle;
+}
+
 /* Maps [offset, offset + byte_size) of an open object, taking ownership of `fd` (closed on
  * failure, kept with the mapping on success). mmap needs a page-aligned file offset, so the
- * mapping starts at the page at or below `offset` and the ArrayBuffer points into it. */
+ * mapping starts at the page at or below `offset`. Returns the mapping's handle; its bytes are
+ * reached through windows. */
 static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_t byte_size) {
   struct stat info;
   if (fstat(fd, &info) != 0) return fail_closing(env, fd, NULL, "fstat", errno);
@@ -141,6 +201,8 @@ static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_
     return fail_closing(env, fd, NULL, "mmap", errno);
   }
   map->fd = fd;
+  map->start = (char *)map->base + page_offset;
+  map->byte_size = byte_size;
   map->end = offset + byte_size;
   int guard_error = fault_guard_add(map);
   if (guard_error != 0) {
@@ -149,18 +211,8 @@ static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_
     return fail_closing(env, fd, NULL, "sigaction", guard_error);
   }
   map->mapped = 1;
-  napi_value buffer;
-  if (napi_create_external_arraybuffer(env, (char *)map->base + page_offset, (size_t)byte_size,
-                                       finalize_mapping, map, &buffer) != napi_ok) {
-    release_mapping(map);
-    free(map);
-    return throw_errno(env, "napi_create_external_arraybuffer", ENOMEM);
-  }
-  /* From here the finalizer owns `map`; unmap() and intact() find it through the wrap. */
-  if (napi_wrap(env, buffer, map, NULL, NULL, NULL) != napi_ok) {
-    return throw_errno(env, "napi_wrap", ENOMEM);
-  }
-  return buffer;
+  map->references = 1;
+  return new_handle(env, map, &info);
 }
 
 static napi_value map_object(napi_env env, napi_callback_info info) {
@@ -176,23 +228,58 @@ static napi_value map_object(napi_env env, napi_callback_info info) {
   return map_open_object(env, fd, offset, byte_size);
 }
 
-/* The live mapping behind a buffer from map(), or NULL if it was unmapped (detached) already.
- * A detached buffer's mapping struct may be freed: it is never touched. */
-static int live_mapping(napi_env env, napi_value buffer, mapping **map) {
+/* The mapping behind a handle or a window, or NULL for a window that was detached already (its
+ * mapping may be freed: it is never touched). */
+static int mapping_of(napi_env env, napi_value value, mapping **map) {
   bool is_buffer = false, detached = false;
+  void *wrapped = NULL;
   *map = NULL;
-  napi_is_arraybuffer(env, buffer, &is_buffer);
-  if (!is_buffer) {
-    throw_invalid(env, "expected an ArrayBuffer returned by map()");
-    return 0;
-  }
-  napi_is_detached_arraybuffer(env, buffer, &detached);
+  napi_is_arraybuffer(env, value, &is_buffer);
+  if (is_buffer) napi_is_detached_arraybuffer(env, value, &detached);
   if (detached) return 1;
-  if (napi_unwrap(env, buffer, (void **)map) != napi_ok || *map == NULL) {
-    throw_invalid(env, "expected an ArrayBuffer returned by map()");
+  if (napi_unwrap(env, value, &wrapped) != napi_ok || wrapped == NULL) {
+    throw_invalid(env, "expected a mapping or a window returned by this addon");
     return 0;
   }
+  *map = is_buffer ? ((window *)wrapped)->map : wrapped;
   return 1;
+}
+
+/* A new ArrayBuffer over [offset, offset + byte_size) of the region. The caller keeps byte_size
+ * within the largest ArrayBuffer the running Node allows. */
+static napi_value new_window(napi_env env, mapping *map, uint64_t offset, uint64_t byte_size) {
+  window *w = calloc(1, sizeof(window));
+  if (w == NULL) return throw_errno(env, "malloc", ENOMEM);
+  w->map = map;
+  map->references++;
+  link_window(w);
+  napi_value buffer;
+  /* From this call on the finalizer owns `w`: Node-API runs it when the buffer is collected, and
+   * also when it cannot make the buffer at all (node::Buffer::New does so before failing). */
+  if (napi_create_external_arraybuffer(env, map->start + offset, (size_t)byte_size, finalize_window, w, &buffer) != napi_ok) {
+    return throw_errno(env, "napi_create_external_arraybuffer", ENOMEM);
+  }
+  if (napi_create_reference(env, buffer, 0, &w->buffer) != napi_ok || napi_wrap(env, buffer, w, NULL, NULL, NULL) != napi_ok) {
+    /* A window unmap could not find must never point at the pages. */
+    napi_detach_arraybuffer(env, buffer);
+    return throw_errno(env, "napi_create_reference", ENOMEM);
+  }
+  return buffer;
+}
+
+static napi_value window_object(napi_env env, napi_callback_info info) {
+  napi_value args[3];
+  mapping *map;
+  uint64_t offset, byte_size;
+  if (!get_args(env, info, 3, args) || !mapping_of(env, args[0], &map) ||
+      !get_size(env, args[1], &offset) || !get_size(env, args[2], &byte_size)) {
+    return NULL;
+  }
+  if (map == NULL || !map->mapped) return throw_error(env, "ERR_SHM_UNMAPPED", NULL, 0, "ERR_SHM_UNMAPPED");
+  if (offset > map->byte_size || byte_size > map->byte_size - offset) {
+    return throw_error(env, "ERR_SHM_OUT_OF_BOUNDS", NULL, 0, "ERR_SHM_OUT_OF_BOUNDS");
+  }
+  return new_window(env, map, offset, byte_size);
 }
 
 static napi_value boolean(napi_env env, bool value) {
@@ -201,13 +288,25 @@ static napi_value boolean(napi_env env, bool value) {
   return result;
 }
 
+/* Detaches every window still alive: afterwards each view over one has length 0 and cannot fault. */
+static int detach_windows(napi_env env, mapping *map) {
+  for (window *w = map->windows; w != NULL; w = w->next) {
+    napi_value buffer = NULL;
+    bool detached = false;
+    if (w->buffer == NULL || napi_get_reference_value(env, w->buffer, &buffer) != napi_ok || buffer == NULL) continue;
+    napi_is_detached_arraybuffer(env, buffer, &detached);
+    if (!detached && napi_detach_arraybuffer(env, buffer) != napi_ok) return 0;
+  }
+  return 1;
+}
+
 static napi_value unmap_object(napi_env env, napi_callback_info info) {
   napi_value args[1];
   mapping *map;
-  if (!get_args(env, info, 1, args) || !live_mapping(env, args[0], &map)) return NULL;
-  if (map == NULL) return boolean(env, false);
-  /* Detach before munmap: afterwards every view over the buffer has length 0 and cannot fault. */
-  if (napi_detach_arraybuffer(env, args[0]) != napi_ok) return throw_invalid(env, "the buffer cannot be detached");
+  if (!get_args(env, info, 1, args) || !mapping_of(env, args[0], &map)) return NULL;
+  if (map == NULL || !map->mapped) return boolean(env, false);
+  /* Detach before munmap; a window that cannot be detached keeps the pages mapped. */
+  if (!detach_windows(env, map)) return throw_invalid(env, "a window cannot be detached");
   release_mapping(map);
   return boolean(env, true);
 }
@@ -216,8 +315,8 @@ static napi_value intact_object(napi_env env, napi_callback_info info) {
   napi_value args[1];
   mapping *map;
   struct stat object;
-  if (!get_args(env, info, 1, args) || !live_mapping(env, args[0], &map)) return NULL;
-  if (map == NULL || map->poisoned) return boolean(env, false);
+  if (!get_args(env, info, 1, args) || !mapping_of(env, args[0], &map)) return NULL;
+  if (map == NULL || !map->mapped || map->poisoned) return boolean(env, false);
   return boolean(env, fstat(map->fd, &object) == 0 && (uint64_t)object.st_size >= map->end);
 }
 
@@ -252,6 +351,7 @@ static napi_value unlink_object(napi_env env, napi_callback_info info) {
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor functions[] = {
       {"map", NULL, map_object, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"window", NULL, window_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"unmap", NULL, unmap_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"intact", NULL, intact_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"create", NULL, create_object, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -9,7 +9,7 @@ import Fastify, {
 } from 'fastify'
 import type { Test } from 'tap'
 import fastifyTritonShm, { type InferRequest, readInferRequest, SharedMemoryObject, useInferBodyParser } from '../../lib/index'
-import type { Datatype, InferResponseWire, ModelSignature, TensorData, TensorParameters } from '../../types'
+import type { Datatype, InferLimits, InferResponseWire, ModelSignature, TensorData, TensorParameters } from '../../types'
 import { register } from './http'
 import { objectPath, uniqueKey, unlinkOnTeardown } from './shm'
 
@@ -24,6 +24,8 @@ export interface InferAppOptions {
   fastifyJsonParser?: boolean
   /** Runs in the handler before the infer request is read (a host's auth, a queue...). */
   beforeRead?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+  /** What one request may cost (`readInferRequest`'s `limits`). */
+  limits?: InferLimits
   /** Options of the Fastify server itself. */
   server?: FastifyServerOptions
 }
@@ -52,7 +54,7 @@ export async function buildInferApp (t: Test, models: TestModel[], options: Infe
       const model = byName.get(request.params.model)
       if (model === undefined) return reply.code(404).send({ error: `unknown model '${request.params.model}'` })
       await options.beforeRead?.(request, reply)
-      const infer = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature })
+      const infer = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature, limits: options.limits })
       seen.push(infer)
       await model.execute(infer)
       return infer.respond(reply)
@@ -64,7 +66,7 @@ export async function buildInferApp (t: Test, models: TestModel[], options: Infe
 
 /** Copies every element of `from` into `to` (same datatype and element count). */
 function copyTensor (from: TensorData, to: TensorData): void {
-  if (Array.isArray(from)) from.forEach((element, index) => { (to as Buffer[])[index] = element })
+  if (Array.isArray(to)) [...from as Iterable<Buffer>].forEach((element, index) => { to[index] = element })
   else (to as Uint8Array).set(from as Uint8Array)
 }
 

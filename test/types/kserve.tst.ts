@@ -2,8 +2,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { describe, expect, test } from 'tstyche'
 import Fastify from 'fastify'
 import {
-  apiFrameworkErrors, type InferRequest, kserveErrorHandler, type ModelSignature, readInferRequest, type SystemSharedMemoryRegistry,
-  type Tensor, type TensorData
+  apiFrameworkErrors, type BytesElements, type InferRequest, kserveErrorHandler, type ModelSignature, readInferRequest,
+  type SystemSharedMemoryRegistry, type Tensor, type TensorData
 } from '../../lib/index'
 
 declare const request: FastifyRequest
@@ -20,6 +20,20 @@ describe('KServe helpers', () => {
   test('readInferRequest needs a registry and a model', () => {
     expect(readInferRequest(request, reply, { registry, model })).type.toBe<InferRequest>()
     expect(readInferRequest(request, reply, { model })).type.toRaiseError()
+    expect(readInferRequest(request, reply, { registry, model, limits: { maxBytesElements: 10 } })).type.toBe<InferRequest>()
+    expect(readInferRequest(request, reply, { registry, model, limits: { maxElements: 10 } })).type.toRaiseError()
+  })
+
+  test('a signature may say its first dimension is a batch', () => {
+    expect<ModelSignature>().type.toBeAssignableFrom({ ...model, maxBatchSize: 8 })
+  })
+
+  test('BYTES inputs are read lazily, one Buffer per element asked for', () => {
+    const infer = readInferRequest(request, reply, { registry, model })
+    const { data } = infer.input<BytesElements>('INPUT0')
+    expect(data.at(0)).type.toBe<Buffer | undefined>()
+    expect([...data]).type.toBe<Buffer[]>()
+    expect(data.serialized).type.toBe<Uint8Array>()
   })
 
   test('model signatures only take KServe datatypes', () => {

@@ -1,0 +1,10 @@
+/** What one infer request may cost by default (see `InferLimits`, and SECURITY.md for the multiples). */
+import type { InferLimits } from '../../types/kserve'
+
+export const DEFAULT_INFER_LIMITS: Readonly<Required<InferLimits>> = {
+  maxBytesElements: 2 ** 20,
+  maxJsonResponseChars: 2 ** 28
+}
+
+/** The JSON part of an infer body, by default: Triton's own HTTP limit (`--http-max-input-size`). */
+export const DEFAULT_JSON_LIMIT = 64 * 1024 * 1024
