@@ -12,6 +12,10 @@ import { uniqueKey, unlinkOnTeardown } from './helpers/shm'
 const root = path.resolve(__dirname, '..')
 const packageJson = require('../package.json') as { devDependencies: Record<string, string> }
 
+// Packing, installing with a native build, compiling and running five consumers take minutes on a
+// shared, loaded machine: more than the suite's per-file default.
+t.setTimeout(600_000)
+
 const run = (command: string, args: string[], cwd: string) =>
   execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
 
