@@ -5,7 +5,7 @@
  *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
-import fastifyTritonShm, { type InferRequest, readInferRequest, useInferBodyParser } from '../lib/index'
+import fastifyTritonShm, { type InferRequest, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
 import { loadModels, type Model, run } from './models'
 import { version } from '../package.json'
 
@@ -51,13 +51,6 @@ function metadataOf ({ signature }: Model) {
   return { name, versions, platform, inputs, outputs }
 }
 
-/** KServe errors are `{"error": "<message>"}`. */
-function sendError (error: Error & { statusCode?: number }, request: FastifyRequest, reply: FastifyReply) {
-  const statusCode = error.statusCode ?? 500
-  if (statusCode >= 500) request.log.error({ err: error }, 'inference failed')
-  return reply.code(statusCode).send({ error: statusCode >= 500 ? 'Internal Server Error' : error.message })
-}
-
 export async function buildServer (options: ServerOptions = {}): Promise<FastifyInstance> {
   const requestTimeout = options.requestTimeoutMs ?? 60_000
   const app = Fastify({
@@ -66,7 +59,8 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     http: { connectionsCheckingInterval: Math.min(1000, requestTimeout), headersTimeout: requestTimeout },
     ...options.fastify
   })
-  app.setErrorHandler(sendError)
+  // KServe errors are `{"error": "<message>"}`.
+  app.setErrorHandler(kserveErrorHandler)
   const models = options.models ?? await loadModels()
   await app.register(fastifyTritonShm)
 

@@ -66,6 +66,9 @@ export const totalTooLarge = (name: string, byteSize: number, maxTotalBytes: num
   badRequest(`cannot register shared memory region '${name}': mapping ${byteSize} more bytes ` +
     `would exceed the server's limit of ${maxTotalBytes} bytes in total`, 'ERR_SHM_TOTAL_TOO_LARGE')
 
+export const registryClosed = (name: string) => new SharedMemoryError(503,
+  `cannot register shared memory region '${name}': the server is shutting down`, 'ERR_SHM_REGISTRY_CLOSED')
+
 export const cudaNotSupported = (name: string) =>
   badRequest(`failed to register CUDA shared memory region: '${name}', GPUs not supported`, 'ERR_SHM_CUDA_NOT_SUPPORTED')
 
@@ -109,6 +112,13 @@ export const restrictedApi = (header: string) =>
   new SharedMemoryError(403, `This API is restricted, expecting header '${header}'`, 'ERR_SHM_RESTRICTED_API')
 
 export const methodNotAllowed = () => new SharedMemoryError(405, 'Method Not Allowed', 'ERR_SHM_METHOD_NOT_ALLOWED')
+
+export const malformedPath = () => badRequest('the request path is not valid percent-encoding: ' +
+  "encode region names as Python's urllib.parse.quote does", 'ERR_SHM_MALFORMED_PATH')
+
+export const regionNameTooLong = () => new SharedMemoryError(414,
+  "the region name is longer than this server accepts: raise Fastify's server option 'maxParamLength' (default 100)",
+  'ERR_SHM_REGION_NAME_TOO_LONG')
 
 export const routeNotFound = () => new SharedMemoryError(404, 'Not Found', 'ERR_SHM_ROUTE_NOT_FOUND')
 

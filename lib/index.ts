@@ -5,20 +5,27 @@
  * so every plugin of the app can lease regions; the routes live in an encapsulated child under
  * the configured prefix.
  */
-import type { FastifyPluginAsync } from 'fastify'
+import type { FastifyPluginAsync, RegisterOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import type { FastifyTritonShmOptions, SystemSharedMemoryRegistry } from '../types'
 import { checkOptions, DEFAULT_DECORATOR } from './options'
 import { Registry } from './registry'
 import { routes } from './routes'
 
-const plugin: FastifyPluginAsync<FastifyTritonShmOptions> = async (app, options) => {
-  const { prefix, decorator = DEFAULT_DECORATOR, allowClientShm = true, restrictedApi, openapi = {}, ...registryOptions } =
-    checkOptions(options)
-  const registry = new Registry({ ...registryOptions, logger: app.log })
+/** Fastify's own register options: a plugin wrapped with fastify-plugin gets no context of its
+ * own to apply them to, so the registry's logger and the routes' child take them here. */
+type LogOptions = Pick<RegisterOptions, 'logLevel' | 'logSerializers'>
+
+const plugin: FastifyPluginAsync<FastifyTritonShmOptions & LogOptions> = async (app, options) => {
+  const {
+    prefix, decorator = DEFAULT_DECORATOR, allowClientShm = true, restrictedApi, openapi = {}, logLevel, logSerializers,
+    ...registryOptions
+  } = checkOptions(options)
+  const logger = logLevel === undefined ? app.log : app.log.child({}, { level: logLevel })
+  const registry = new Registry({ ...registryOptions, logger })
   app.decorate(decorator, registry)
   app.addHook('onClose', async () => registry.close())
-  await app.register(routes, { prefix, registry, allowClientShm, restrictedApi, openapi })
+  await app.register(routes, { prefix, logLevel, logSerializers, registry, allowClientShm, restrictedApi, openapi })
 }
 
 const fastifyTritonShm = fp(plugin, { fastify: '5.x', name: 'fastify-triton-shm' })
@@ -29,7 +36,14 @@ export { Registry, DEFAULT_LIMITS } from './registry'
 export { DEFAULT_RESERVED_KEY_PREFIXES } from './key-policy'
 export { SharedMemoryError } from './errors'
 export { PosixShmError, MappedRange, createObject, isIntact, mapObject, unlinkObject, unmapObject } from './posix-shm'
-export * from './kserve'
+// Named one by one: Node's ESM import of this CommonJS build finds only names it can read here
+// (it cannot follow `export *` past the `module.exports =` below).
+export {
+  readInferRequest, InferRequest, type ReadInferRequestOptions, inferBodyParser, parseInferBody, useInferBodyParser,
+  InferBody, HEADER_LENGTH_HEADER, type InferBodyOptions, DEFAULT_INFER_LIMITS, DEFAULT_JSON_LIMIT, kserveErrorHandler,
+  DATATYPES, elementBytes, elementCount, parseBytesTensor, readBytesElements, serializedSize, writeBytesTensor
+} from './kserve'
+export { apiFrameworkErrors } from './framework-errors'
 export { KServeClient, ServerError, SharedMemoryObject, type ClientOptions } from './client'
 export type * from '../types'
 

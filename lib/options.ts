@@ -46,7 +46,8 @@ const optionsSchema = {
       properties: {
         hide: { type: 'boolean' },
         systemTags: { type: 'array', items: { type: 'string' } },
-        cudaTags: { type: 'array', items: { type: 'string' } }
+        cudaTags: { type: 'array', items: { type: 'string' } },
+        operationIdPrefix: { type: 'string' }
       }
     },
     // Fastify's own register options, which reach the plugin with the others.
@@ -76,7 +77,7 @@ function describeError ([error]: ErrorObject[]): string {
 }
 
 /** Returns the options if they are valid; throws a TypeError naming the wrong one otherwise. */
-export function checkOptions (options: FastifyTritonShmOptions): FastifyTritonShmOptions {
+export function checkOptions<Options extends FastifyTritonShmOptions> (options: Options): Options {
   if (!validate(options)) throw new TypeError(`fastify-triton-shm: ${describeError(validate.errors as ErrorObject[])}`)
   return options
 }

@@ -46,6 +46,8 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   readonly #log: RegistryLogger
   /** Refused registers and acquires, by error code. */
   readonly #rejections = new Map<string, number>()
+  /** Set by close(): nothing would unmap a region registered afterwards. */
+  #closed = false
 
   constructor (options: RegistryOptions = {}) {
     super()
@@ -72,6 +74,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   }
 
   #register (name: string, { key, offset = 0, byteSize }: RegionSource): void {
+    if (this.#closed) throw errors.registryClosed(name)
     if (typeof name !== 'string' || name === '') throw errors.missingRegionName()
     if (typeof key !== 'string') throw errors.missingField('key')
     if (!isUnsignedInteger(offset) || !isUnsignedInteger(byteSize)) throw errors.invalidRegisterArgs(name)
@@ -115,9 +118,6 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   }
 
   #remove (region: Region): void {
-    // A lease released after close() finds its region closed already, and the name may hold a
-    // newer registration that this late release must neither remove nor log as unregistered.
-    if (this.#regions.get(region.name) !== region) return
     this.#regions.delete(region.name)
     region.close()
     this.#log.info({ region: region.name, key: region.key, byteSize: region.byteSize },
@@ -183,12 +183,10 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     }
   }
 
+  /** Unregisters everything: a request in flight keeps its regions mapped until its leases end,
+   * as an unregister would, so it finishes with its views intact. Registering is refused from now on. */
   close (): void {
-    const regions = [...this.#regions.values()]
-    this.#regions.clear()
-    for (const region of regions) {
-      region.close()
-      this.emit('unregister', region.status())
-    }
+    this.#closed = true
+    this.unregisterAll()
   }
 }

@@ -6,13 +6,13 @@
 import { timingSafeEqual } from 'node:crypto'
 import Ajv from 'ajv'
 import type {
-  FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, HTTPMethods, onRequestHookHandler,
+  FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, HTTPMethods, preParsingHookHandler,
   preValidationHookHandler
 } from 'fastify'
 import type { OpenApiOptions, RegisterRequestBody, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../types'
 import * as errors from './errors'
-import { SharedMemoryError } from './errors'
-import { type ApiSchemas, cudaSchemas, systemSchemas } from './schemas'
+import { kserveErrorHandler } from './kserve/error-handler'
+import { type ApiSchemas, cudaSchemas, type RouteSchema, systemSchemas } from './schemas'
 import { formatValidationError } from './validation-errors'
 
 export interface RoutesOptions {
@@ -112,18 +112,18 @@ function logEarlyRefusal (request: RegisterRequest, reason: string) {
   request.log.debug({ region: request.params.region_name, reason }, 'refused to register system shared memory region')
 }
 
+/** Every error in the API's shape, its status kept: ours, Fastify's (body too large...), or a host
+ * plugin's (rate limit, under-pressure); only an error without a status is a hidden, logged 500. */
 function sendError (error: Error & { statusCode?: number }, request: FastifyRequest, reply: FastifyReply) {
-  // Ours, or Fastify's own client errors (body too large, bad Content-Length...): they name no internals.
-  const { statusCode = 500 } = error
-  if (!(error instanceof SharedMemoryError) && !(statusCode >= 400 && statusCode < 500)) {
-    request.log.error({ err: error }, 'shared memory API failed')
-    return sendJson(reply.code(500), { error: 'Internal Server Error' })
-  }
   logEarlyRefusal(request as RegisterRequest, error.message)
-  return sendJson(reply.code(statusCode), { error: error.message })
+  return kserveErrorHandler(error, request, reply)
 }
 
-function headerGate ({ header, value }: { header: string, value: string }): onRequestHookHandler {
+/** Answers with the body as the host's hooks (auth, rate limit) sent it: the response schemas
+ * document the API, they must not filter bodies this plugin did not produce (its own are bytes). */
+const sendAsJson = () => (body: unknown) => JSON.stringify(body)
+
+function headerGate ({ header, value }: { header: string, value: string }): preParsingHookHandler {
   const expected = Buffer.from(value)
   return async (request) => {
     const sent = request.headers[header.toLowerCase()]
@@ -135,12 +135,12 @@ function headerGate ({ header, value }: { header: string, value: string }): onRe
 }
 
 /** An empty segment (`region//register`) names no region, so it is no route, whatever the method. */
-const refuseEmptyRegionName: onRequestHookHandler = async (request) => {
+const refuseEmptyRegionName: preParsingHookHandler = async (request) => {
   if ((request.params as { region_name?: string }).region_name === '') throw errors.routeNotFound()
 }
 
-/** The hooks a path needs before its own: a region path refuses an empty name first. */
-const pathHooks = (url: string): onRequestHookHandler[] => url.includes(':region_name') ? [refuseEmptyRegionName] : []
+/** The gates a path needs before its own: a region path refuses an empty name first. */
+const pathGates = (url: string): preParsingHookHandler[] => url.includes(':region_name') ? [refuseEmptyRegionName] : []
 
 /** Answers 405 with `Allow` for every method a path does not serve, before any body is read. */
 function refuseOtherMethods (app: FastifyInstance, url: string, allowed: HTTPMethods[]) {
@@ -149,19 +149,22 @@ function refuseOtherMethods (app: FastifyInstance, url: string, allowed: HTTPMet
     reply.header('allow', allow.join(', '))
     throw errors.methodNotAllowed()
   }
-  // The hook answers first (a wrong method wins over a bad or oversized body); the handler is never reached.
+  // The gate answers before the body is read (a wrong method wins over a bad or oversized body);
+  // the handler is never reached.
   app.route({
     method: ALL_METHODS.filter((method) => !allow.includes(method)),
     url,
     schema: HIDDEN,
-    onRequest: [...pathHooks(url), refuse],
+    preParsing: [...pathGates(url), refuse],
     handler: refuse
   })
 }
 
-/** The schemas as the host's OpenAPI document should show them: the configured tags, or hidden. */
-function documented (schemas: ApiSchemas, hide = false, tags?: string[]): ApiSchemas {
-  const document = (schema: { tags: string[] }) => ({ ...schema, hide, tags: tags ?? schema.tags })
+/** The schemas as the host's OpenAPI document should show them: the configured tags and
+ * operationId prefix (two registrations in one document need distinct ids), or hidden. */
+function documented (schemas: ApiSchemas, { hide = false, operationIdPrefix = '' }: OpenApiOptions, tags?: string[]): ApiSchemas {
+  const document = (schema: RouteSchema) =>
+    ({ ...schema, hide, tags: tags ?? schema.tags, operationId: `${operationIdPrefix}${schema.operationId as string}` })
   return {
     status: document(schemas.status),
     regionStatus: document(schemas.regionStatus),
@@ -172,7 +175,7 @@ function documented (schemas: ApiSchemas, hide = false, tags?: string[]): ApiSch
 }
 
 function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, schemas: ApiSchemas,
-  clientShmGate: onRequestHookHandler) {
+  clientShmGate: preParsingHookHandler) {
   // Triton's switch refuses system unregister too; a server without GPUs answers CUDA unregister
   // whatever it says (Triton's example client stops if it fails).
   const unregisterGate = api.kind === 'system' ? [clientShmGate] : []
@@ -195,7 +198,7 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       method: 'POST',
       url: '/region/:region_name/register',
       schema: schemas.register,
-      onRequest: [clientShmGate],
+      preParsing: [clientShmGate],
       // CUDA registrations are refused whatever they send: only system registrations read their
       // body, and log the refusals that come before the registry.
       ...(api.kind === 'system' && { preValidation: parseRegisterBody, config: { logRefusals: true } }),
@@ -209,7 +212,7 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       method: 'POST',
       url: '/region/:region_name/unregister',
       schema: schemas.unregister,
-      onRequest: unregisterGate,
+      preParsing: unregisterGate,
       handler: async (request: RegionRequest, reply: FastifyReply) => {
         api.unregister(request.params.region_name)
         return empty(request, reply)
@@ -219,7 +222,7 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       method: 'POST',
       url: '/unregister',
       schema: schemas.unregisterAll,
-      onRequest: unregisterGate,
+      preParsing: unregisterGate,
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         api.unregisterAll()
         return empty(request, reply)
@@ -229,17 +232,29 @@ function mountApi (app: FastifyInstance, base: string, api: SharedMemoryApi, sch
       method: 'POST',
       url: '/register',
       schema: HIDDEN,
-      onRequest: [clientShmGate],
+      preParsing: [clientShmGate],
       handler: async () => { throw errors.missingRegionName(api.kind) }
     }
   ] as const
   for (const route of routes) {
-    const onRequest = [...pathHooks(route.url), ...('onRequest' in route ? route.onRequest : [])]
-    app.route({ ...route, url: base + route.url, onRequest } as Parameters<FastifyInstance['route']>[0])
+    // Gates run before the body is read but after the host's route hooks (rate limit, auth),
+    // which Fastify runs at onRequest: guesses at a restricted API are throttled like any request.
+    const preParsing = [...pathGates(route.url), ...('preParsing' in route ? route.preParsing : [])]
+    // HEAD is served whatever the server's `exposeHeadRoutes`, as the `Allow` of 405 answers says.
+    const head = route.method === 'GET' ? { exposeHeadRoute: true } : {}
+    app.route({ ...route, ...head, url: base + route.url, preParsing } as Parameters<FastifyInstance['route']>[0])
     refuseOtherMethods(app, base + route.url, [route.method])
   }
   // Any other path of the API is no route either, answered in the API's own error shape.
-  app.route({ method: ALL_METHODS, url: `${base}/*`, schema: HIDDEN, handler: async () => { throw errors.routeNotFound() } })
+  app.route({ method: ALL_METHODS, url: `${base}/*`, schema: HIDDEN, handler: refuseUnknownPath })
+}
+
+/** A region path the router did not match although it has a name: the name is longer than the
+ * router's `maxParamLength` allows (Fastify's server option, 100 by default). */
+const REGION_PATH = /^region\/[^/]+\/(status|register|unregister)$/
+
+async function refuseUnknownPath (request: FastifyRequest<{ Params: { '*': string } }>) {
+  throw REGION_PATH.test(request.params['*']) ? errors.regionNameTooLong() : errors.routeNotFound()
 }
 
 export async function routes (app: FastifyInstance, options: RoutesOptions) {
@@ -247,15 +262,17 @@ export async function routes (app: FastifyInstance, options: RoutesOptions) {
   app.setValidatorCompiler(({ schema }) => ajv.compile(schema))
   app.setSchemaErrorFormatter(formatValidationError)
   app.setErrorHandler(sendError)
+  app.setSerializerCompiler(sendAsJson)
   // Whatever the Content-Type (clients send none, text/plain, or a form type), bodies arrive as text.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, keepBodyText)
-  if (options.restrictedApi !== undefined) app.addHook('onRequest', headerGate(options.restrictedApi))
+  // Before every other gate, yet after the host's route hooks (see mountApi).
+  if (options.restrictedApi !== undefined) app.addHook('preParsing', headerGate(options.restrictedApi))
 
-  const clientShmGate: onRequestHookHandler = async () => {
+  const clientShmGate: preParsingHookHandler = async () => {
     if (!options.allowClientShm) throw errors.clientShmDisabled()
   }
-  const { hide, systemTags, cudaTags } = options.openapi
-  mountApi(app, '/v2/systemsharedmemory', systemApi(options.registry), documented(systemSchemas, hide, systemTags), clientShmGate)
-  mountApi(app, '/v2/cudasharedmemory', cudaApi, documented(cudaSchemas, hide, cudaTags), clientShmGate)
+  const { openapi } = options
+  mountApi(app, '/v2/systemsharedmemory', systemApi(options.registry), documented(systemSchemas, openapi, openapi.systemTags), clientShmGate)
+  mountApi(app, '/v2/cudasharedmemory', cudaApi, documented(cudaSchemas, openapi, openapi.cudaTags), clientShmGate)
 }

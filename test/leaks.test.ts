@@ -116,12 +116,13 @@ t.test('a long workload, then close: no mapping and no descriptor left', async (
 
   await app.close()
   standalone.close()
-  t.equal(held[1].buffer.length, 0, 'leases left at close read as empty')
-  t.equal(leftLeased.buffer.length, 0)
-  t.equal(standaloneLease.buffer.length, 0)
+  t.equal(held[1].buffer.length, 8, 'leases left at close still read their bytes until released')
+  t.equal(leftLeased.buffer.length, 10)
+  t.equal(standaloneLease.buffer.length, 100)
   held[1].release()
   leftLeased.release()
   standaloneLease.release()
+  for (const lease of [held[1], leftLeased, standaloneLease]) t.equal(lease.buffer.length, 0, 'released after close: unmapped')
 
   t.same(shmMappings(), mappingsBefore, 'no shared memory mapping left in /proc/self/maps')
   for (const key of keys) t.same(mappingsOf(key), [], `${key}: not mapped`)

@@ -317,6 +317,6 @@ t.test('error bodies carry no stack, no path, no errno, and nothing about anothe
   const everything = capture.text.join('')
   t.notOk(everything.includes(target), 'no log line names the object a link points to')
   t.notOk(everything.includes('/dev/shm'), 'no log line names the shared memory directory')
-  t.ok(capture.lines.some((line) => line.level === LEVEL.error && line.msg === 'shared memory API failed'),
+  t.ok(capture.lines.some((line) => line.level === LEVEL.error && line.msg === 'request failed'),
     'the unexpected failure is logged for the operator, at error')
 })

@@ -152,7 +152,7 @@ t.test('two Fastify instances in one process have separate registries', async (t
   secondLease.release()
 })
 
-t.test('onClose unmaps everything, leased or not', async (t) => {
+t.test('onClose unmaps idle regions at once, leased ones when their last lease ends', async (t) => {
   const app = Fastify()
   await app.register(fastifyTritonShm)
   const key = makeObject(t, 2 * PAGE_SIZE)
@@ -161,16 +161,22 @@ t.test('onClose unmaps everything, leased or not', async (t) => {
   }
   const leased = app.systemSharedMemory.acquire('leased', 0, 64)
   const pending = app.systemSharedMemory.acquire('pending', 8, 16)
-  // Unregistered while leased: stays mapped until its lease ends, or until the app closes.
+  // Unregistered while leased: stays mapped until its lease ends.
   assertEmptySuccess(t, await app.inject({ method: 'POST', url: `${SYSTEM}/region/pending/unregister` }))
-  t.equal(leased.buffer.length, 64)
-  t.equal(pending.buffer.length, 16)
   t.equal(mappingsOf(key).length, 3)
 
   await app.close()
-  t.equal(leased.buffer.length, 0, 'a view taken before close reads as empty after')
-  t.equal(leased.buffer.byteLength, 0)
-  t.equal(pending.buffer.length, 0, 'a region waiting for deferred unregister is unmapped too')
+  t.equal(mappingsOf(key).length, 2, 'the idle region is unmapped at once')
+  t.equal(leased.buffer.length, 64, 'a leased view still reads its bytes: its request finishes as it began')
+  t.equal(pending.buffer.length, 16)
+  leased.release()
+  t.equal(leased.buffer.length, 0, 'its last lease ended: unmapped, the view reads as empty')
+  pending.release()
+  t.equal(pending.buffer.length, 0)
   t.equal(mappingsOf(key).length, 0, 'nothing of the object stays mapped')
-  t.doesNotThrow(() => { leased.release(); pending.release() }, 'a lease released after close does no harm')
+  t.same(app.systemSharedMemory.status(), [])
+  t.throws(() => app.systemSharedMemory.register('late', { key, byteSize: 64 }),
+    { statusCode: 503, code: 'ERR_SHM_REGISTRY_CLOSED', message: "cannot register shared memory region 'late': the server is shutting down" },
+    'nothing would unmap a region registered after close: refused')
+  t.equal(mappingsOf(key).length, 0)
 })

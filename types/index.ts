@@ -104,6 +104,9 @@ export interface OpenApiOptions {
   systemTags?: string[]
   /** Tags of the CUDA shared memory routes. Default `['CUDA Shared Memory']`. */
   cudaTags?: string[]
+  /** Put before every operationId (`replica_` makes `replica_systemSharedMemoryStatus`), so two
+   * registrations in one app publish distinct ids. Default none: the seed's ids. */
+  operationIdPrefix?: string
 }
 
 /** What a metrics plugin reads from the registry (see the README's metrics example). */
@@ -145,7 +148,11 @@ export interface SystemSharedMemoryRegistry extends EventEmitter<RegistryEvents>
   acquire(name: string, offset: number | bigint, byteSize: number | bigint): Lease
   /** Counts for metrics: regions, bytes mapped, live leases, deferred unregisters, rejections. */
   counters(): RegistryCounters
-  /** Unmaps every region at once, leased or not; views over them read as empty afterwards. */
+  /**
+   * Unregisters every region: those without live leases are unmapped at once, leased ones when
+   * their last lease ends (a request in flight finishes with its views intact). `register` throws
+   * from then on (503), as nothing would unmap a later region.
+   */
   close(): void
 }
 

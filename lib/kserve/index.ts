@@ -4,3 +4,4 @@ export { inferBodyParser, parseInferBody, useInferBodyParser, InferBody, HEADER_
 export { DEFAULT_INFER_LIMITS, DEFAULT_JSON_LIMIT } from './infer-limits'
 export { DATATYPES, elementBytes, elementCount } from './datatypes'
 export { parseBytesTensor, readBytesElements, serializedSize, writeBytesTensor } from './bytes-tensor'
+export { kserveErrorHandler } from './error-handler'

@@ -1,4 +1,5 @@
 /** Requests to the plugin's routes and checks of their answers, shared by the HTTP tests. */
+import http from 'node:http'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import type { Test } from 'tap'
 import { registerBody, SYSTEM } from './app'
@@ -40,4 +41,22 @@ export function assertEmptySuccess (t: Test, response: LightMyRequestResponse): 
   t.equal(response.statusCode, 200, `200 (body: ${response.body})`)
   t.equal(response.headers['content-type'], 'application/json', 'JSON content type')
   t.equal(response.body, '', 'empty body')
+}
+
+export interface RawResponse { statusCode: number, headers: http.IncomingHttpHeaders, body: string }
+
+/** One request over the socket to 127.0.0.1, with exactly these headers (fetch would add a
+ * Content-Type) and this path, sent as it is (no URL parser normalizes it). */
+export function rawRequest (port: number, method: string, path: string, headers: Record<string, string> = {},
+  body = ''): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const request = http.request({ host: '127.0.0.1', port, method, path, headers }, (response) => {
+      let text = ''
+      response.setEncoding('utf8')
+      response.on('data', (chunk: string) => { text += chunk })
+      response.on('end', () => resolve({ statusCode: response.statusCode ?? 0, headers: response.headers, body: text }))
+    })
+    request.on('error', reject)
+    request.end(body)
+  })
 }

@@ -4,7 +4,9 @@
  * request's JSON, binary bodies and responses, and client-side mappings of real shared memory.
  */
 import { readFileSync } from 'node:fs'
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type LightMyRequestResponse } from 'fastify'
+import Fastify, {
+  type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, type LightMyRequestResponse
+} from 'fastify'
 import type { Test } from 'tap'
 import fastifyTritonShm, { type InferRequest, readInferRequest, SharedMemoryObject, useInferBodyParser } from '../../lib/index'
 import type { Datatype, InferLimits, InferResponseWire, ModelSignature, TensorData, TensorParameters } from '../../types'
@@ -24,6 +26,8 @@ export interface InferAppOptions {
   beforeRead?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
   /** What one request may cost (`readInferRequest`'s `limits`). */
   limits?: InferLimits
+  /** Options of the Fastify server itself. */
+  server?: FastifyServerOptions
 }
 
 export interface InferApp {
@@ -37,7 +41,7 @@ export interface InferApp {
  * `{"error"}` with their status (500 keeps its message here, so tests can read it). Closed on teardown.
  */
 export async function buildInferApp (t: Test, models: TestModel[], options: InferAppOptions = {}): Promise<InferApp> {
-  const app = Fastify()
+  const app = Fastify(options.server)
   t.teardown(() => app.close())
   app.setErrorHandler((error: Error & { statusCode?: number }, _request, reply) =>
     reply.code(error.statusCode ?? 500).send({ error: error.message }))

@@ -1,8 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { describe, expect, test } from 'tstyche'
+import Fastify from 'fastify'
 import {
-  type BytesElements, type InferRequest, type ModelSignature, readInferRequest, type SystemSharedMemoryRegistry, type Tensor,
-  type TensorData
+  apiFrameworkErrors, type BytesElements, type InferRequest, kserveErrorHandler, type ModelSignature, readInferRequest,
+  type SystemSharedMemoryRegistry, type Tensor, type TensorData
 } from '../../lib/index'
 
 declare const request: FastifyRequest
@@ -47,5 +48,17 @@ describe('KServe helpers', () => {
     expect(infer.output<Buffer[]>('OUTPUT0', [1, 16])).type.toBe<Buffer[]>()
     expect(infer.output<string>('OUTPUT0', [1])).type.toRaiseError()
     expect(infer.respond(reply)).type.toBe<string | Buffer>()
+  })
+})
+
+describe('error shapes', () => {
+  test('kserveErrorHandler is an error handler of any instance', () => {
+    expect(Fastify().setErrorHandler(kserveErrorHandler)).type.not.toRaiseError()
+  })
+
+  test('apiFrameworkErrors is a frameworkErrors server option, alone or before the host\'s', () => {
+    expect(Fastify({ frameworkErrors: apiFrameworkErrors() })).type.not.toRaiseError()
+    expect(Fastify({ frameworkErrors: apiFrameworkErrors((error, _request, reply) => { reply.code(400).send({ oops: error.message }) }) }))
+      .type.not.toRaiseError()
   })
 })

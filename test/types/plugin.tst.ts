@@ -20,7 +20,9 @@ describe('the plugin', () => {
       restrictedApi: { header: 'x-api-key', value: 'secret' },
       allowKey: /^\/ok_/,
       reservedKeyPrefixes: ['private_'],
-      limits: { maxRegions: 1, maxRegionBytes: 2, maxTotalBytes: 3 }
+      limits: { maxRegions: 1, maxRegionBytes: 2, maxTotalBytes: 3 },
+      openapi: { hide: false, systemTags: ['shm'], cudaTags: ['cuda'], operationIdPrefix: 'replica_' },
+      logLevel: 'warn'
     })).type.not.toRaiseError()
     expect(app.register(fastifyTritonShm, { allowKey: (key: string) => key.length < 10 })).type.not.toRaiseError()
   })
@@ -38,9 +40,22 @@ describe('the plugin', () => {
   })
 })
 
+// A custom `decorator` name, typed as the README tells users to.
+declare module 'fastify' {
+  interface FastifyInstance {
+    tritonShm: SystemSharedMemoryRegistry
+  }
+}
+
 describe('the decorator', () => {
   test('types app.systemSharedMemory as the registry', () => {
     expect(app.systemSharedMemory).type.toBe<SystemSharedMemoryRegistry>()
+  })
+
+  test('a custom decorator name is typed by the user\'s declare module', () => {
+    expect(app.register(fastifyTritonShm, { decorator: 'tritonShm' })).type.not.toRaiseError()
+    expect(app.tritonShm).type.toBe<SystemSharedMemoryRegistry>()
+    expect(app.tritonShm.acquire('name', 0, 64)).type.toBe<Lease>()
   })
 
   test('the registry API', () => {
