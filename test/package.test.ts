@@ -74,4 +74,17 @@ t.test('the packed tarball installs and works from CommonJS, Node ESM and strict
     t.same(result.notImportable, [], 'every name require() gives is an ESM named import too')
     t.equal(result.sameClasses, true, 'ESM and CommonJS share one copy of each class')
   }
+
+  // onnxruntime-node is an optional peer dependency, not installed here: the package works without
+  // it, and its adapter loads, and says what to install once it is used.
+  t.throws(() => run(process.execPath, ['-e', "require.resolve('onnxruntime-node')"], project), 'onnxruntime-node is not installed')
+  const adapter = run(process.execPath, ['--input-type=module', '-e',
+    "import { onnxSignature, runSession } from 'fastify-triton-shm/onnxruntime'\n" +
+    'const cjs = (await import("node:module")).createRequire(import.meta.url)("fastify-triton-shm/onnxruntime")\n' +
+    'const error = await runSession({}, {}).catch((error) => error.message)\n' +
+    'console.log(JSON.stringify({ functions: [typeof onnxSignature, typeof cjs.runSession], error }))'], project)
+  t.same(JSON.parse(adapter), {
+    functions: ['function', 'function'],
+    error: "fastify-triton-shm/onnxruntime needs the package 'onnxruntime-node': npm install onnxruntime-node"
+  }, 'fastify-triton-shm/onnxruntime from ESM and CommonJS, without the runtime')
 })
