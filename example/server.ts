@@ -5,7 +5,7 @@
  *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
-import fastifyTritonShm, { type InferRequest, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
+import fastifyTritonShm, { apiFrameworkErrors, type InferRequest, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
 import { loadModels, type Model, run } from './models'
 import { version } from '../package.json'
 
@@ -57,6 +57,9 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     requestTimeout,
     // Node checks request timeouts on this interval (30 s by default): check often enough to keep them.
     http: { connectionsCheckingInterval: Math.min(1000, requestTimeout), headersTimeout: requestTimeout },
+    // URLs the router cannot decode (`/region/%ZZ/register`) are answered before any route: in the
+    // API's shape under its paths, and in the KServe shape, the same, everywhere else.
+    frameworkErrors: apiFrameworkErrors(kserveErrorHandler),
     ...options.fastify
   })
   // KServe errors are `{"error": "<message>"}`.

@@ -3,6 +3,7 @@
  * 400 that changes nothing: against the example service over a real socket where the network is
  * the point, and against test models where a model's view of its tensors is.
  */
+import { request as httpRequest } from 'node:http'
 import { connect } from 'node:net'
 import { once } from 'node:events'
 import type { FastifyInstance } from 'fastify'
@@ -312,6 +313,24 @@ t.test('example service: a body trickled byte by byte is cut off by the request 
   clearInterval(trickle)
   t.ok(sent < declared, `the server closed the connection before the body was complete (${sent} of ${declared} bytes)`)
   t.match(Buffer.concat(chunks).toString(), /^HTTP\/1\.1 408 /, 'answered 408 Request Timeout')
+})
+
+t.test('example service: a malformed percent-encoding is answered in the API\'s shape, on every path', async (t) => {
+  const { app } = await startExample(t)
+  const { port } = app.server.address() as { port: number }
+  for (const path of ['/v2/systemsharedmemory/region/%ZZ/register', '/v2/systemsharedmemory/region/%ZZ/status', '/v2/models/%ZZ/infer']) {
+    const answer = await new Promise<{ status: number, body: string }>((resolve, reject) => {
+      const request = httpRequest({ host: '127.0.0.1', port, path, method: path.endsWith('status') ? 'GET' : 'POST' }, (response) => {
+        let body = ''
+        response.on('data', (chunk) => { body += chunk })
+        response.on('end', () => resolve({ status: response.statusCode as number, body }))
+      })
+      request.on('error', reject)
+      request.end()
+    })
+    t.equal(answer.status, 400, path)
+    t.same(Object.keys(JSON.parse(answer.body)), ['error'], `${path}: {"error"} and nothing else`)
+  }
 })
 
 t.test('example service: unknown and malformed model versions are refused as Triton refuses them', async (t) => {
