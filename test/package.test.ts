@@ -1,49 +1,83 @@
 /**
- * The packed tarball, installed into a fresh project as a user would, used from CommonJS, ESM and
- * strict TypeScript: proves what is published works, not just the source tree.
+ * The packed tarball, installed into a fresh project as a user would: proves what is published
+ * works, not just the source tree. It carries prebuilt addons (scripts/prebuild.ts): on x86-64
+ * glibc it installs and serves where no compiler, python or make exists; the arm64 binary runs
+ * under qemu with an arm64 Node; the source build stays the fallback.
  */
 import { execFileSync } from 'node:child_process'
-import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
+import { glibcVersionsNeeded } from '../scripts/glibc-versions'
+import { arm64Node } from './helpers/arm64-node'
 import { uniqueKey, unlinkOnTeardown } from './helpers/shm'
+import { buildTools, findOnPath, npmCli, toolchainFreeEnv } from './helpers/toolchain-free'
+
+// Packing runs prepack (three cross builds) and two installs follow: minutes on a busy machine.
+t.setTimeout(600_000)
 
 const root = path.resolve(__dirname, '..')
 const packageJson = require('../package.json') as { devDependencies: Record<string, string> }
+const prebuilds = {
+  x64Glibc: 'prebuilds/linux-x64/fastify-triton-shm.glibc.node',
+  x64Musl: 'prebuilds/linux-x64/fastify-triton-shm.musl.node',
+  arm64Glibc: 'prebuilds/linux-arm64/fastify-triton-shm.glibc.node'
+}
 
-// Packing, installing with a native build, compiling and running five consumers take minutes on a
-// shared, loaded machine: more than the suite's per-file default.
-t.setTimeout(600_000)
+const run = (command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env) =>
+  execFileSync(command, args, { cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
 
-const run = (command: string, args: string[], cwd: string) =>
-  execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+function scratch (t: Test, label: string): string {
+  const directory = mkdtempSync(path.join(tmpdir(), `fastify-triton-shm-${label}-`))
+  t.teardown(() => rmSync(directory, { recursive: true, force: true }))
+  return directory
+}
 
-t.test('the packed tarball installs and works from CommonJS, Node ESM and strict TypeScript (nodenext ESM and CJS, bundler)', async (t) => {
-  const project = mkdtempSync(path.join(tmpdir(), 'fastify-triton-shm-consumer-'))
-  t.teardown(() => rmSync(project, { recursive: true, force: true }))
-
-  const tarball = run('npm', ['pack', '--silent', '--pack-destination', project], root).trim().split('\n').pop() as string
-  const contents = run('tar', ['-tzf', path.join(project, tarball)], project).split('\n').filter(Boolean)
-  t.ok(contents.includes('package/lib/native/shm.c') && contents.includes('package/binding.gyp'), 'ships the addon source')
-  t.ok(contents.includes('package/docs/openapi.yaml'), 'ships the OpenAPI document the README links to')
-  t.ok(['index.js', 'index.d.ts', 'index.mjs', 'index.d.mts'].every((file) => contents.includes(`package/dist/lib/${file}`)),
-    'ships the build, CommonJS and its ESM entry')
-  t.notOk(contents.some((file) => /^package\/(test|bench|example|build)\//.test(file)), 'ships no tests, benchmarks or build leftovers')
-
+/** A fresh project depending on the tarball, with the consumer fixtures, installed with `env`. */
+function installedProject (t: Test, tarball: string, env: NodeJS.ProcessEnv): string {
+  const project = scratch(t, 'consumer')
+  cpSync(tarball, path.join(project, path.basename(tarball)))
   cpSync(path.join(__dirname, 'fixtures/consumer'), project, { recursive: true })
   writeFileSync(path.join(project, 'package.json'), JSON.stringify({
     name: 'consumer',
     private: true,
     dependencies: {
-      'fastify-triton-shm': `file:./${tarball}`,
+      'fastify-triton-shm': `file:./${path.basename(tarball)}`,
       fastify: packageJson.devDependencies.fastify,
       '@types/node': packageJson.devDependencies['@types/node']
     }
   }))
-  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], project)
-  t.ok(readdirSync(path.join(project, 'node_modules/fastify-triton-shm/build/Release')).includes('shm.node'),
-    'the addon was built at install')
+  run(process.execPath, [npmCli(), 'install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], project, env)
+  return project
+}
+
+const packDirectory = scratch(t, 'pack')
+const tarball = path.join(packDirectory, run('npm', ['pack', '--silent', '--pack-destination', packDirectory], root).trim().split('\n').pop() as string)
+const installed = (project: string) => path.join(project, 'node_modules/fastify-triton-shm')
+
+t.test('the tarball carries the addon source, the build and a prebuild per platform', async (t) => {
+  const contents = run('tar', ['-tzf', tarball], packDirectory).split('\n').filter(Boolean)
+  t.ok(contents.includes('package/lib/native/shm.c') && contents.includes('package/binding.gyp'), 'ships the addon source')
+  t.ok(contents.includes('package/docs/openapi.yaml'), 'ships the OpenAPI document the README links to')
+  t.ok(['index.js', 'index.d.ts', 'index.mjs', 'index.d.mts'].every((file) => contents.includes(`package/dist/lib/${file}`)),
+    'ships the build, CommonJS and its ESM entry')
+  for (const prebuild of Object.values(prebuilds)) t.ok(contents.includes(`package/${prebuild}`), `ships ${prebuild}`)
+  t.notOk(contents.some((file) => /^package\/(test|bench|example|build|scripts)\//.test(file)), 'ships no tests, benchmarks, scripts or build leftovers')
+})
+
+t.test('without a compiler, python or make: installs from the prebuild and serves the API', async (t) => {
+  const env = toolchainFreeEnv()
+  t.teardown(() => rmSync(env.PATH as string, { recursive: true, force: true }))
+  t.same(buildTools.filter((tool) => findOnPath(tool, env.PATH)), [], 'no build tool is reachable')
+  const project = installedProject(t, tarball, env)
+  t.notOk(existsSync(path.join(installed(project), 'build')), 'nothing was compiled at install')
+
+  const key = uniqueKey('served')
+  unlinkOnTeardown(t, key)
+  const served = JSON.parse(run(process.execPath, ['serve.cjs', key], project, env))
+  t.match(served, { register: 200, status: [{ name: 'served', key, offset: 0, byte_size: 64 }], unregister: 200 }, 'registers, reports and unregisters over HTTP')
+  t.equal(served.addon, 'linux-x64/fastify-triton-shm.glibc.node', 'the x64 glibc prebuild served it')
 
   const tsc = (config: string) => run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', config], project)
   t.doesNotThrow(() => tsc('tsconfig.json'), 'strict TypeScript, nodenext ESM and CommonJS, type-checks (and emits)')
@@ -68,7 +102,7 @@ t.test('the packed tarball installs and works from CommonJS, Node ESM and strict
   for (const [style, file] of Object.entries(styles)) {
     const key = uniqueKey('consumer')
     unlinkOnTeardown(t, key)
-    const result = JSON.parse(run(process.execPath, [file, key], project))
+    const result = JSON.parse(run(process.execPath, [file, key], project, env))
     t.match(result, expected, style)
     if (file !== 'use.mjs') continue
     t.same(result.notImportable, [], 'every name require() gives is an ESM named import too')
@@ -77,14 +111,49 @@ t.test('the packed tarball installs and works from CommonJS, Node ESM and strict
 
   // onnxruntime-node is an optional peer dependency, not installed here: the package works without
   // it, and its adapter loads, and says what to install once it is used.
-  t.throws(() => run(process.execPath, ['-e', "require.resolve('onnxruntime-node')"], project), 'onnxruntime-node is not installed')
+  t.throws(() => run(process.execPath, ['-e', "require.resolve('onnxruntime-node')"], project, env), 'onnxruntime-node is not installed')
   const adapter = run(process.execPath, ['--input-type=module', '-e',
     "import { onnxSignature, runSession } from 'fastify-triton-shm/onnxruntime'\n" +
     'const cjs = (await import("node:module")).createRequire(import.meta.url)("fastify-triton-shm/onnxruntime")\n' +
     'const error = await runSession({}, {}).catch((error) => error.message)\n' +
-    'console.log(JSON.stringify({ functions: [typeof onnxSignature, typeof cjs.runSession], error }))'], project)
+    'console.log(JSON.stringify({ functions: [typeof onnxSignature, typeof cjs.runSession], error }))'], project, env)
   t.same(JSON.parse(adapter), {
     functions: ['function', 'function'],
     error: "fastify-triton-shm/onnxruntime needs the package 'onnxruntime-node': npm install onnxruntime-node"
   }, 'fastify-triton-shm/onnxruntime from ESM and CommonJS, without the runtime')
+
+  t.test('the arm64 prebuild, under qemu with an arm64 Node: loads, maps, registers, leases, unregisters', async (t) => {
+    const node = arm64Node()
+    if ('missing' in node) {
+      // CI installs what this needs (.ci/run): there, its absence is a failure.
+      if (process.env.CI) t.fail(`cannot test the arm64 prebuild: ${node.missing}`)
+      else t.pass('the arm64 prebuild', { skip: `cannot test it here: ${node.missing}` })
+      return
+    }
+    const key = uniqueKey('arm64')
+    unlinkOnTeardown(t, key)
+    const result = JSON.parse(node.run(['use-registry.cjs', key], project))
+    t.same(result, { arch: 'arm64', seen: 7, regions: 0, addon: 'linux-arm64/fastify-triton-shm.glibc.node' })
+  })
+})
+
+t.test('the glibc prebuilds load on glibc 2.28; the musl one needs no glibc', async (t) => {
+  const project = scratch(t, 'unpacked')
+  run('tar', ['-xzf', tarball, '-C', project], project)
+  const needs = (prebuild: string) => glibcVersionsNeeded(path.join(project, 'package', prebuild))
+  t.same(needs(prebuilds.x64Glibc), ['2.2.5'], 'x64: nothing newer than glibc 2.2.5')
+  t.same(needs(prebuilds.arm64Glibc), ['2.17'], 'arm64: nothing newer than glibc 2.17')
+  t.same(needs(prebuilds.x64Musl), [], 'x64 musl: no glibc version')
+  const libraries = run('readelf', ['--dynamic', path.join(project, 'package', prebuilds.x64Musl)], project)
+  t.same([...libraries.matchAll(/\(NEEDED\).*\[(.+)\]/g)].map((match) => match[1]), ['libc.so'], 'x64 musl: links musl libc only')
+  t.pass('the musl prebuild loads', { skip: 'not loaded here: no Node built for musl can be had on this glibc machine' })
+})
+
+t.test('npm_config_build_from_source: the addon is built at install and used', async (t) => {
+  const project = installedProject(t, tarball, { ...process.env, npm_config_build_from_source: 'true' })
+  t.ok(existsSync(path.join(installed(project), 'build/Release/shm.node')), 'node-gyp built it')
+  const key = uniqueKey('source')
+  unlinkOnTeardown(t, key)
+  const served = JSON.parse(run(process.execPath, ['serve.cjs', key], project))
+  t.match(served, { register: 200, unregister: 200, addon: 'Release/shm.node' }, 'the source build served the API')
 })
