@@ -8,7 +8,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildInferApp, infer, inferUrl, makeMappedObject, registerRegion, shmInput, shmOutput, type TestModel } from './helpers/kserve'
+import { buildInferApp, infer, inferUrl, makeMappedObject, registerRegion, shmInput, shmOutput, sumModel, type TestModel } from './helpers/kserve'
 import { mappingsOf } from './helpers/shm'
 
 /** A promise and the function that settles it. */
@@ -21,23 +21,16 @@ function deferred (): { promise: Promise<void>, resolve: () => void } {
 /** Triton's `simple`, waiting in the middle of its run until `proceed` resolves; it records
  * whether its request was abandoned meanwhile, then calls `looked`. */
 function slowSum (entered: () => void, proceed: Promise<void>, aborted: boolean[], looked: () => void): TestModel {
-  const pair = (prefix: string) => [0, 1].map((index) => ({ name: `${prefix}${index}`, datatype: 'INT32' as const, shape: [-1, 16] }))
+  const sum = sumModel('slow')
   return {
-    signature: { name: 'slow', inputs: pair('INPUT'), outputs: pair('OUTPUT') },
+    signature: sum.signature,
     async execute (request) {
       entered()
       await proceed
       aborted.push(request.signal.aborted)
       looked()
       request.signal.throwIfAborted()
-      const { data: a, shape } = request.input<Int32Array>('INPUT0')
-      const { data: b } = request.input<Int32Array>('INPUT1')
-      const sum = request.output<Int32Array>('OUTPUT0', shape)
-      const difference = request.output<Int32Array>('OUTPUT1', shape)
-      for (let index = 0; index < a.length; index++) {
-        sum[index] = a[index] + b[index]
-        difference[index] = a[index] - b[index]
-      }
+      await sum.execute(request)
     }
   }
 }
