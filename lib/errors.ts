@@ -89,6 +89,10 @@ export const regionTruncated = (name: string) =>
   badRequest(`shared memory region '${name}' is no longer usable: its object was truncated below the region. ` +
     'Unregister it, and register it again once the object is restored', 'ERR_SHM_REGION_TRUNCATED')
 
+export const regionUnavailableHere = (name: string) =>
+  badRequest(`shared memory region '${name}' cannot be opened by this server process: ` +
+    'its object was removed or shrunk after it was registered. Unregister it, and register it again', 'ERR_SHM_REGION_UNAVAILABLE')
+
 export const invalidOffset = (name: string) =>
   badRequest(`Invalid offset for shared memory region: '${name}'`, 'ERR_SHM_INVALID_OFFSET')
 
@@ -219,3 +223,10 @@ export const clientClosedRequest = () => new SharedMemoryError(499, 'the client 
 
 export const invalidInferRequest = (reason: string) =>
   badRequest(`Unable to parse inference request: ${reason}`, 'ERR_SHM_INVALID_INFER_REQUEST')
+
+// The shared registry (sharedRegistry option)
+
+/** The store failed (busy beyond its timeout, corrupt, removed): nothing was changed. The cause,
+ * which may name the file, is kept for the server's log and never sent. */
+export const storeFailed = (cause: unknown) => Object.assign(new SharedMemoryError(500,
+  'the shared memory registry is unavailable, try again', 'ERR_SHM_STORE_FAILED'), { cause })

@@ -40,6 +40,16 @@ const optionsSchema = {
         maxTotalBytes: positiveInteger
       }
     },
+    sharedRegistry: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['path'],
+      properties: {
+        path: { type: 'string', minLength: 1 },
+        busyTimeoutMs: positiveInteger,
+        checkIntervalMs: positiveInteger
+      }
+    },
     openapi: {
       type: 'object',
       additionalProperties: false,

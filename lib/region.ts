@@ -1,30 +1,27 @@
 /**
- * One registered region: a mapping of part of a client's shared memory object, the leases that
- * hold it, and whether its unregister is waiting for them.
+ * A registered region as this process sees it: its mapping of part of a client's shared memory
+ * object, and the leases that hold it here. A shared registration is mapped by each process at its
+ * first use there.
  */
 import type { SharedMemoryRegionStatus } from '../types'
 import { MappedRange } from './posix-shm'
+import type { RegionRecord } from './store/region-store'
+
+export const regionStatus = ({ name, key, offset, byteSize }: RegionRecord): SharedMemoryRegionStatus =>
+  ({ name, key, offset, byte_size: byteSize })
 
 export class Region {
-  readonly name: string
-  readonly key: string
-  readonly offset: number
-  readonly byteSize: number
+  readonly record: RegionRecord
   readonly #mapping: MappedRange
   /** One window over the whole region where one ArrayBuffer can hold it, so a view costs no native
    * call; a larger region gives each view a window of its own over the same mapping. */
   readonly #whole: ArrayBuffer | undefined
   #liveLeases = 0
-  /** Set by an unregister that found live leases: the last release closes the region. */
-  unregisterPending = false
 
-  constructor (name: string, key: string, offset: number, byteSize: number) {
-    this.name = name
-    this.key = key
-    this.offset = offset
-    this.byteSize = byteSize
-    this.#mapping = new MappedRange(key, offset, byteSize)
-    this.#whole = byteSize <= MappedRange.maxWindowBytes ? this.#mapping.window(0, byteSize) : undefined
+  constructor (record: RegionRecord, mapping: MappedRange) {
+    this.record = record
+    this.#mapping = mapping
+    this.#whole = record.byteSize <= MappedRange.maxWindowBytes ? mapping.window(0, record.byteSize) : undefined
   }
 
   get liveLeases (): number {
@@ -52,18 +49,13 @@ export class Region {
     this.#liveLeases++
   }
 
-  /** Returns true when this was the last lease of a region whose unregister is pending. */
+  /** Returns true when this was the last lease here. */
   letGo (): boolean {
-    this.#liveLeases--
-    return this.#liveLeases === 0 && this.unregisterPending
+    return --this.#liveLeases === 0
   }
 
   /** Unmaps now; views over the region read as empty afterwards. */
   close (): void {
     this.#mapping.unmap()
-  }
-
-  status (): SharedMemoryRegionStatus {
-    return { name: this.name, key: this.key, offset: this.offset, byte_size: this.byteSize }
   }
 }

@@ -1,6 +1,8 @@
 /**
- * The table of registered regions of one Fastify instance, with Triton's rules: validation order,
- * duplicate names, deferred unregister while leases are live, limits and key policy.
+ * The registered regions of one Fastify instance (or, with `sharedRegistry`, of every process of a
+ * service), with Triton's rules: validation order, duplicate names, deferred unregister while
+ * leases are live, limits and key policy. Where the table lives is the store's business; the
+ * mappings are this process's own.
  */
 import { EventEmitter } from 'node:events'
 import type {
@@ -12,7 +14,10 @@ import { SharedMemoryError } from './errors'
 import { KeyPolicy } from './key-policy'
 import { RegionLease } from './lease'
 import { MappedRange, PosixShmError } from './posix-shm'
-import { Region } from './region'
+import { Region, regionStatus } from './region'
+import { MemoryStore } from './store/memory-store'
+import type { RegionRecord, RegionStore } from './store/region-store'
+import { SqliteStore } from './store/sqlite-store'
 
 const GiB = 1024 ** 3
 
@@ -40,12 +45,19 @@ function toUnsigned (value: number | bigint): bigint | undefined {
 }
 
 export class Registry extends EventEmitter<RegistryEvents> implements SystemSharedMemoryRegistry {
-  readonly #regions = new Map<string, Region>()
+  readonly #store: RegionStore
+  /** This process's mappings, by record id: a registration is mapped here at its first use. */
+  readonly #mapped = new Map<number, Region>()
+  /** The records announced with a `register` event, by id: what `sync()` compares the store with. */
+  #announced = new Map<number, RegionRecord>()
+  #announcedVersion: number
   readonly #keyPolicy: KeyPolicy
   readonly #limits: Required<Limits>
   readonly #log: RegistryLogger
   /** Refused registers and acquires, by error code. */
   readonly #rejections = new Map<string, number>()
+  /** Regions whose last lease here ended while the store could not be written: retried by sync. */
+  readonly #unreleased = new Set<Region>()
   /** Set by close(): nothing would unmap a region registered afterwards. */
   #closed = false
 
@@ -54,6 +66,11 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     this.#keyPolicy = new KeyPolicy(options.allowKey, options.reservedKeyPrefixes)
     this.#limits = { ...DEFAULT_LIMITS, ...options.limits }
     this.#log = options.logger ?? silentLogger
+    this.#store = options.sharedRegistry === undefined ? new MemoryStore() : new SqliteStore(options.sharedRegistry)
+    // Registrations made before this process arrived are the registry's state, not news.
+    for (const record of this.#store.records().values()) this.#announced.set(record.id, record)
+    this.#announcedVersion = this.#store.version
+    this.#store.watch(() => this.#check())
   }
 
   register (name: string, source: RegionSource): void {
@@ -79,24 +96,43 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     if (typeof key !== 'string') throw errors.missingField('key')
     if (!isUnsignedInteger(offset) || !isUnsignedInteger(byteSize)) throw errors.invalidRegisterArgs(name)
     this.#keyPolicy.check(name, key)
-    if (this.#regions.has(name)) throw errors.duplicateRegion(name)
-    this.#checkLimits(name, byteSize)
-    const region = this.#map(name, key, offset, byteSize)
-    this.#regions.set(name, region)
-    this.#log.info({ region: name, key, offset, byteSize }, 'registered system shared memory region')
-    this.emit('register', region.status())
-  }
-
-  #checkLimits (name: string, byteSize: number): void {
-    const { maxRegions, maxRegionBytes, maxTotalBytes } = this.#limits
-    if (this.#regions.size >= maxRegions) throw errors.tooManyRegions(name, maxRegions)
-    if (byteSize > maxRegionBytes) throw errors.regionTooLarge(name, byteSize, maxRegionBytes)
-    if (this.#mappedBytes() + byteSize > maxTotalBytes) throw errors.totalTooLarge(name, byteSize, maxTotalBytes)
-  }
-
-  #map (name: string, key: string, offset: number, byteSize: number): Region {
+    let mapping: MappedRange | undefined
     try {
-      return new Region(name, key, offset, byteSize)
+      const record = this.#store.transaction(() => {
+        const records = this.#current()
+        const existing = records.get(name)
+        if (existing !== undefined && !this.#removeIfUnheld(existing)) throw errors.duplicateRegion(name)
+        this.#checkLimits(name, byteSize, records)
+        mapping = this.#map(name, key, offset, byteSize)
+        return this.#store.add({ name, key, offset, byteSize })
+      })
+      this.#mapped.set(record.id, new Region(record, mapping as MappedRange))
+    } catch (error) {
+      // Nothing of a refused registration stays: the store undid its writes, and the mapping goes.
+      (mapping as MappedRange | undefined)?.unmap()
+      throw error
+    }
+    this.sync()
+  }
+
+  /** Completes the deferred unregister of a record whose holders have all gone (a process that
+   * held it died): true if it was removed. */
+  #removeIfUnheld (record: RegionRecord): boolean {
+    const unheld = record.unregisterPending && this.#leasesHere(record.id) === 0 && !this.#store.heldElsewhere(record.id)
+    if (unheld) this.#store.remove(record.id)
+    return unheld
+  }
+
+  #checkLimits (name: string, byteSize: number, records: ReadonlyMap<string, RegionRecord>): void {
+    const { maxRegions, maxRegionBytes, maxTotalBytes } = this.#limits
+    if (records.size >= maxRegions) throw errors.tooManyRegions(name, maxRegions)
+    if (byteSize > maxRegionBytes) throw errors.regionTooLarge(name, byteSize, maxRegionBytes)
+    if (totalBytes(records) + byteSize > maxTotalBytes) throw errors.totalTooLarge(name, byteSize, maxTotalBytes)
+  }
+
+  #map (name: string, key: string, offset: number, byteSize: number): MappedRange {
+    try {
+      return new MappedRange(key, offset, byteSize)
     } catch (error) {
       // The cause (errno, object type) stays in this process: the client only learns that it failed.
       const { code } = error as PosixShmError
@@ -105,39 +141,83 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   }
 
   unregister (name: string): void {
-    const region = this.#regions.get(name)
-    if (region === undefined) return
-    if (region.liveLeases === 0) return this.#remove(region)
-    region.unregisterPending = true
-    this.#log.info({ region: name, liveLeases: region.liveLeases },
-      'system shared memory region will be unregistered when its last lease ends')
+    this.#store.transaction(() => this.#unregister(name))
+    this.sync()
   }
 
   unregisterAll (): void {
-    for (const name of [...this.#regions.keys()]) this.unregister(name)
+    for (const name of [...this.#current().keys()]) this.unregister(name)
   }
 
-  #remove (region: Region): void {
-    this.#regions.delete(region.name)
-    region.close()
-    this.#log.info({ region: region.name, key: region.key, byteSize: region.byteSize },
+  #unregister (name: string): void {
+    const record = this.#store.records().get(name)
+    if (record === undefined) return
+    const leasesHere = this.#leasesHere(record.id)
+    if (leasesHere === 0 && !this.#store.heldElsewhere(record.id)) return this.#store.remove(record.id)
+    if (!record.unregisterPending) this.#store.markUnregisterPending(record.id)
+    this.#log.info({ region: name, liveLeases: leasesHere },
+      'system shared memory region will be unregistered when its last lease ends')
+  }
+
+  #leasesHere (id: number): number {
+    return this.#mapped.get(id)?.liveLeases ?? 0
+  }
+
+  /**
+   * Brings this registry up to date with its store: announces registrations and removals made by
+   * other processes, and unmaps what is gone. Every method calls it first, so the cost when nothing
+   * changed is one cheap check.
+   */
+  sync (): void {
+    this.#current()
+  }
+
+  /** The store's records, once this registry is up to date with them. */
+  #current (): ReadonlyMap<string, RegionRecord> {
+    const records = this.#store.records()
+    if (this.#store.version === this.#announcedVersion) return records
+    this.#announcedVersion = this.#store.version
+    const current = new Map<number, RegionRecord>()
+    for (const record of records.values()) current.set(record.id, record)
+    const previous = this.#announced
+    this.#announced = current
+    for (const [id, record] of previous) if (!current.has(id)) this.#announceRemoval(record)
+    for (const [id, record] of current) if (!previous.has(id)) this.#announceRegistration(record)
+    return records
+  }
+
+  #announceRegistration (record: RegionRecord): void {
+    const { name: region, key, offset, byteSize } = record
+    this.#log.info({ region, key, offset, byteSize }, 'registered system shared memory region')
+    this.emit('register', regionStatus(record))
+  }
+
+  #announceRemoval (record: RegionRecord): void {
+    const region = this.#mapped.get(record.id)
+    // A region still leased here keeps its mapping until its last lease ends.
+    if (region !== undefined && region.liveLeases === 0) this.#unmap(region)
+    this.#log.info({ region: record.name, key: record.key, byteSize: record.byteSize },
       'unregistered system shared memory region')
-    this.emit('unregister', region.status())
+    this.emit('unregister', regionStatus(record))
+  }
+
+  #unmap (region: Region): void {
+    this.#mapped.delete(region.record.id)
+    region.close()
   }
 
   status (name?: string): SharedMemoryRegionStatus[] {
+    const records = this.#current()
     if (name === undefined) {
-      return [...this.#regions.values()]
-        .sort((a, b) => (a.name < b.name ? -1 : 1))
-        .map((region) => region.status())
+      return [...records.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map(regionStatus)
     }
-    const region = this.#regions.get(name)
-    if (region === undefined) throw errors.regionStatusNotFound(name)
-    return [region.status()]
+    const record = records.get(name)
+    if (record === undefined) throw errors.regionStatusNotFound(name)
+    return [regionStatus(record)]
   }
 
   has (name: string): boolean {
-    return this.#regions.has(name)
+    return this.#current().has(name)
   }
 
   acquire (name: string, offset: number | bigint, byteSize: number | bigint): Lease {
@@ -149,44 +229,118 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   }
 
   #acquire (name: string, offset: number | bigint, byteSize: number | bigint): Lease {
-    const region = this.#regions.get(name)
-    if (region === undefined) throw errors.regionNotFound(name)
+    const record = this.#current().get(name)
+    if (record === undefined) throw errors.regionNotFound(name)
+    const region = this.#regionHere(record)
     if (!region.intact) throw errors.regionTruncated(name)
     const start = toUnsigned(offset)
     const length = toUnsigned(byteSize)
     if (start === undefined || length === undefined) throw errors.invalidUseArgs(name)
-    const regionBytes = BigInt(region.byteSize)
+    const regionBytes = BigInt(record.byteSize)
     if (start >= regionBytes) throw errors.invalidOffset(name)
     if (length > UINT64_MAX - start) throw errors.offsetOverflow(name, length, start)
     if (start + length > regionBytes) throw errors.invalidRange(name)
     if (length > MAX_VIEW_BYTES) throw errors.leaseTooLarge(name, length, MAX_VIEW_BYTES)
     const view = region.view(Number(start), Number(length))
+    if (region.liveLeases === 0) this.#holdHere(region)
     region.hold()
-    const range = { object: region.object, start: region.offset + Number(start) }
-    return new RegionLease(name, view, Number(start), range, () => { if (region.letGo()) this.#remove(region) })
+    const range = { object: region.object, start: record.offset + Number(start) }
+    return new RegionLease(name, view, Number(start), range, () => { if (region.letGo()) this.#lastLeaseHereEnded(region) })
   }
 
-  #mappedBytes (): number {
-    let bytes = 0
-    for (const region of this.#regions.values()) bytes += region.byteSize
-    return bytes
+  /** This process's mapping of a registration, made at its first use here. */
+  #regionHere (record: RegionRecord): Region {
+    const mapped = this.#mapped.get(record.id)
+    if (mapped !== undefined) return mapped
+    if (this.#closed) throw errors.regionNotFound(record.name)
+    let mapping: MappedRange
+    try {
+      mapping = new MappedRange(record.key, record.offset, record.byteSize)
+    } catch {
+      throw errors.regionUnavailableHere(record.name)
+    }
+    const region = new Region(record, mapping)
+    this.#mapped.set(record.id, region)
+    return region
+  }
+
+  /** Tells the store that this process holds leases on the region, before the first one is used. */
+  #holdHere (region: Region): void {
+    if (this.#store.hold(region.record.id)) return
+    // Removed by another process since this one last looked.
+    this.sync()
+    throw errors.regionNotFound(region.record.name)
+  }
+
+  #lastLeaseHereEnded (region: Region): void {
+    try {
+      this.#store.transaction(() => this.#letGo(region))
+    } catch (error) {
+      // The hold stays recorded (the region cannot go yet), and is let go at the next check.
+      this.#unreleased.add(region)
+      this.#log.info({ region: region.record.name, reason: (error as Error).message },
+        'could not record the end of the leases on a system shared memory region; will retry')
+      return
+    }
+    this.sync()
+    const gone = this.#closed || !this.#announced.has(region.record.id)
+    if (gone && this.#mapped.get(region.record.id) === region) this.#unmap(region)
+    if (this.#closed && this.#mapped.size === 0) this.#store.close()
+  }
+
+  /** Ends this process's hold; the last holder anywhere completes a deferred unregister. */
+  #letGo (region: Region): void {
+    const { id } = region.record
+    this.#store.letGo(id)
+    const record = this.#store.records().get(region.record.name)
+    if (record?.id === id && record.unregisterPending && !this.#store.heldElsewhere(id)) this.#store.remove(id)
+  }
+
+  /** Run now and then by a shared store: notices other processes' changes while this one makes
+   * no calls, retries holds it could not let go, and completes deferred unregisters whose holders
+   * died. */
+  #check (): void {
+    try {
+      const unreleased = [...this.#unreleased]
+      this.#unreleased.clear()
+      for (const region of unreleased) if (region.liveLeases === 0) this.#lastLeaseHereEnded(region)
+      const pending = [...this.#current().values()].filter((record) => record.unregisterPending)
+      if (pending.length > 0) this.#store.transaction(() => pending.forEach((record) => this.#removeIfUnheld(record)))
+      this.sync()
+    } catch (error) {
+      this.#log.info({ reason: (error as Error).message }, 'could not check the shared memory registry')
+    }
   }
 
   counters (): RegistryCounters {
-    const regions = [...this.#regions.values()]
+    const current = this.#current()
+    const records = [...current.values()]
     return {
-      regions: regions.length,
-      bytesMapped: this.#mappedBytes(),
-      liveLeases: regions.reduce((leases, region) => leases + region.liveLeases, 0),
-      deferredUnregisters: regions.filter((region) => region.unregisterPending).length,
+      regions: records.length,
+      bytesMapped: totalBytes(current),
+      liveLeases: [...this.#mapped.values()].reduce((leases, region) => leases + region.liveLeases, 0),
+      deferredUnregisters: records.filter((record) => record.unregisterPending).length,
       rejections: Object.fromEntries(this.#rejections)
     }
   }
 
-  /** Unregisters everything: a request in flight keeps its regions mapped until its leases end,
-   * as an unregister would, so it finishes with its views intact. Registering is refused from now on. */
+  /**
+   * This process stops using the registry. Alone (always, without `sharedRegistry`), it unregisters
+   * everything: a request in flight keeps its regions mapped until its leases end, as an unregister
+   * would, so it finishes with its views intact. With others sharing the registry, their
+   * registrations stay; only this process's mappings go. Registering is refused from now on.
+   */
   close (): void {
+    if (this.#closed) return
     this.#closed = true
-    this.unregisterAll()
+    if (this.#store.transaction(() => this.#store.lastUser())) this.unregisterAll()
+    for (const region of [...this.#mapped.values()]) if (region.liveLeases === 0) this.#unmap(region)
+    if (this.#mapped.size === 0) this.#store.close()
   }
+}
+
+function totalBytes (records: ReadonlyMap<string, RegionRecord>): number {
+  let bytes = 0
+  for (const record of records.values()) bytes += record.byteSize
+  return bytes
 }

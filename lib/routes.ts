@@ -58,7 +58,10 @@ function systemApi (registry: SystemSharedMemoryRegistry): SharedMemoryApi {
   registry.on('unregister', forgetStatus)
   return {
     kind: 'system',
-    statusBody: () => (statusBody ??= Buffer.from(JSON.stringify(registry.status()))),
+    statusBody: () => {
+      registry.sync() // another process may have changed a shared registry: the events reset the cache
+      return (statusBody ??= Buffer.from(JSON.stringify(registry.status())))
+    },
     regionStatus: (name) => registry.status(name),
     register: (name, body) => registry.register(name, { key: body.key, offset: body.offset, byteSize: body.byte_size }),
     unregister: (name) => registry.unregister(name),

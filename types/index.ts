@@ -73,8 +73,27 @@ export interface RegistryOptions {
   /** Key prefixes that may never be registered, added to the built-in reserved prefix. */
   reservedKeyPrefixes?: string[]
   limits?: Limits
+  /** One registry for every process of a service that opens the same store: see
+   * `SharedRegistryOptions`. Without it, the registry lives in this process alone. */
+  sharedRegistry?: SharedRegistryOptions
   /** Receives register/unregister at info and rejections at debug; defaults to silence. */
   logger?: RegistryLogger
+}
+
+/**
+ * A registry shared by every process that opens the same `path` (node:cluster workers, PM2's
+ * cluster mode, servers behind one proxy): a SQLite database in WAL mode, through the optional
+ * peer dependency `better-sqlite3`. All processes must run on one host, in one PID namespace.
+ */
+export interface SharedRegistryOptions {
+  /** The store's file, created with mode 0600 if it does not exist. A tmpfs (`/run`, `/dev/shm`)
+   * keeps commits in memory; the registry lives no longer than the processes that share it. */
+  path: string
+  /** How long a process waits for another's write to finish before answering 500. Default 5000. */
+  busyTimeoutMs?: number
+  /** How often an idle process checks for others' changes and for the holds of processes that
+   * died. Default 1000. */
+  checkIntervalMs?: number
 }
 
 /** The subset of a pino / Fastify logger the registry writes to. */
@@ -115,7 +134,8 @@ export interface RegistryCounters {
   regions: number
   /** Bytes of all those regions. */
   bytesMapped: number
-  /** Leases not yet released (typically, inference requests in flight). */
+  /** Leases not yet released (typically, inference requests in flight), in this process. Every
+   * other count is the whole registry's, shared or not. */
   liveLeases: number
   /** Regions unregistered while leased, waiting for their last lease. */
   deferredUnregisters: number
@@ -124,7 +144,8 @@ export interface RegistryCounters {
 }
 
 /** Events of the registry, each with the region's status: `register`, and `unregister` when a
- * region is really unmapped (for a deferred unregister, when its last lease ends; on `close()`). */
+ * region is really unmapped (for a deferred unregister, when its last lease ends; on `close()`).
+ * A shared registry emits them for other processes' changes too, when it notices them (see `sync`). */
 export interface RegistryEvents {
   register: [region: SharedMemoryRegionStatus]
   unregister: [region: SharedMemoryRegionStatus]
@@ -148,6 +169,12 @@ export interface SystemSharedMemoryRegistry extends EventEmitter<RegistryEvents>
   acquire(name: string, offset: number | bigint, byteSize: number | bigint): Lease
   /** Counts for metrics: regions, bytes mapped, live leases, deferred unregisters, rejections. */
   counters(): RegistryCounters
+  /**
+   * Catches up with changes other processes made to a shared registry, emitting their `register`
+   * and `unregister` events. Every other method does it first; a shared registry also does it
+   * every `checkIntervalMs`. Without `sharedRegistry` there is nothing to catch up with.
+   */
+  sync(): void
   /**
    * Unregisters every region: those without live leases are unmapped at once, leased ones when
    * their last lease ends (a request in flight finishes with its views intact). `register` throws

@@ -1,0 +1,61 @@
+/** The default store: a Map in this process, for one registry. */
+import type { NewRegion, RegionRecord, RegionStore } from './region-store'
+
+export class MemoryStore implements RegionStore {
+  readonly #byName = new Map<string, RegionRecord>()
+  readonly #byId = new Map<number, RegionRecord>()
+  #lastId = 0
+  version = 0
+
+  records (): ReadonlyMap<string, RegionRecord> {
+    return this.#byName
+  }
+
+  transaction<T> (change: () => T): T {
+    return change()
+  }
+
+  add (region: NewRegion): RegionRecord {
+    const record = { ...region, id: ++this.#lastId, unregisterPending: false }
+    this.#set(record)
+    return record
+  }
+
+  markUnregisterPending (id: number): void {
+    const record = this.#byId.get(id)
+    if (record !== undefined) this.#set({ ...record, unregisterPending: true })
+  }
+
+  #set (record: RegionRecord): void {
+    this.#byName.set(record.name, record)
+    this.#byId.set(record.id, record)
+    this.version++
+  }
+
+  remove (id: number): void {
+    const record = this.#byId.get(id)
+    if (record === undefined) return
+    this.#byName.delete(record.name)
+    this.#byId.delete(id)
+    this.version++
+  }
+
+  // One process, one registry: its own lease counts are the only holds there are.
+  hold (id: number): boolean {
+    return this.#byId.has(id)
+  }
+
+  letGo (): void {}
+
+  heldElsewhere (): boolean {
+    return false
+  }
+
+  lastUser (): boolean {
+    return true
+  }
+
+  watch (): void {}
+
+  close (): void {}
+}

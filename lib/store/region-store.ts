@@ -1,0 +1,45 @@
+/**
+ * Where the registry's table lives. Triton's rules stay in the registry, once; a store only keeps
+ * the records, makes a change atomic against everyone sharing them, and knows who holds leases.
+ * Two stores: in-process (the default) and shared by every process of a service (SQLite).
+ */
+
+/** One registration. `id` is never reused by a store, so a name registered again is a new record:
+ * a process can never serve it from the mapping of an earlier registration. */
+export interface RegionRecord {
+  readonly id: number
+  readonly name: string
+  readonly key: string
+  readonly offset: number
+  readonly byteSize: number
+  /** Unregistered while leases were live somewhere: removed when the last one ends. */
+  readonly unregisterPending: boolean
+}
+
+export type NewRegion = Omit<RegionRecord, 'id' | 'unregisterPending'>
+
+export interface RegionStore {
+  /** The current records by name. A shared store first checks, cheaply, whether another process
+   * changed them; the map is only rebuilt when one did. */
+  records(): ReadonlyMap<string, RegionRecord>
+  /** Changes whenever `records()` would return different records. */
+  readonly version: number
+  /** Runs `change` as one step for everyone sharing the store: `records()` inside it is the
+   * latest state, and a throw undoes every write made in it. */
+  transaction<T>(change: () => T): T
+  add(region: NewRegion): RegionRecord
+  markUnregisterPending(id: number): void
+  remove(id: number): void
+  /** This user of the store starts holding leases on a record; false if the record is gone. */
+  hold(id: number): boolean
+  /** This user's leases on a record have all ended. */
+  letGo(id: number): void
+  /** Whether another user (another process, still alive) holds leases on a record. */
+  heldElsewhere(id: number): boolean
+  /** Whether nobody else uses the store: closing this user then ends the registry itself. */
+  lastUser(): boolean
+  /** Calls `check` now and then while the store is open, so a user that makes no calls still
+   * notices others' changes and the holds of processes that died. */
+  watch(check: () => void): void
+  close(): void
+}
