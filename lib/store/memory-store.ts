@@ -22,8 +22,7 @@ export class MemoryStore implements RegionStore {
   }
 
   markUnregisterPending (id: number): void {
-    const record = this.#byId.get(id)
-    if (record !== undefined) this.#set({ ...record, unregisterPending: true })
+    this.#set({ ...this.#byId.get(id) as RegionRecord, unregisterPending: true })
   }
 
   #set (record: RegionRecord): void {
@@ -33,8 +32,7 @@ export class MemoryStore implements RegionStore {
   }
 
   remove (id: number): void {
-    const record = this.#byId.get(id)
-    if (record === undefined) return
+    const record = this.#byId.get(id) as RegionRecord
     this.#byName.delete(record.name)
     this.#byId.delete(id)
     this.version++

@@ -198,9 +198,8 @@ export class SqliteStore implements RegionStore {
     this.#watcher = setInterval(check, this.#checkIntervalMs).unref()
   }
 
-  /** Leaves the store: this user's holds go with it. */
+  /** Leaves the store: this user's holds go with it. Called once. */
   close (): void {
-    if (!this.#open) return
     this.#open = false
     clearInterval(this.#watcher)
     this.#records = new Map()

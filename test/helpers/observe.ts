@@ -3,6 +3,7 @@
  * open on shared memory objects (/proc/self/fd), resident memory (/proc/self/status), and the log
  * lines a real pino logger writes (Fastify's, or the registry's through `new Registry({ logger })`).
  */
+import { EventEmitter } from 'node:events'
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import Fastify from 'fastify'
 import type { RegistryLogger } from '../../types'
@@ -60,13 +61,15 @@ export interface LogLine {
  * A destination for pino that keeps every line, in the order written (pino writes synchronously,
  * so the order is the order in which the code logged).
  */
-export class LogCapture {
+/** Every line a logger wrote, and a `line` event for each, for tests that wait for one. */
+export class LogCapture extends EventEmitter {
   readonly text: string[] = []
   readonly lines: LogLine[] = []
   readonly stream = {
     write: (line: string) => {
       this.text.push(line)
       this.lines.push(JSON.parse(line) as LogLine)
+      this.emit('line')
     }
   }
 

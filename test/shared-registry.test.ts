@@ -1,0 +1,365 @@
+/**
+ * One registry for every user of a store (`sharedRegistry`): Triton's rules hold across them, each
+ * maps regions on its own, and a failing store changes nothing. Here the users are registries in
+ * this process; test/shared-registry-processes.test.ts has them in separate processes.
+ */
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { once } from 'node:events'
+import Database from 'better-sqlite3'
+import Fastify from 'fastify'
+import t, { type Test } from 'tap'
+import { SqliteStore } from '../lib/store/sqlite-store'
+import { processStartTime } from '../lib/store/process-identity'
+import { optionalPeer } from '../lib/optional-peer'
+import fastifyTritonShm from '../lib'
+import { Registry } from '../lib/registry'
+import type { RegistryOptions, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../types'
+import { buildApp, registerBody, SYSTEM } from './helpers/app'
+import { assertError } from './helpers/http'
+import { LogCapture } from './helpers/observe'
+import { storePath } from './helpers/registry-peer'
+import { makeObject, mappingsOf, PAGE_SIZE, writeObjectFile } from './helpers/shm'
+import { unlinkObject } from '../lib/posix-shm'
+import { bounded, whenEvent } from './helpers/sync'
+
+/** A registry on the store at `store`, closed when the test ends. */
+function user (t: Test, store: string, options: RegistryOptions = {}): Registry {
+  const registry = new Registry({ ...options, sharedRegistry: { path: store, checkIntervalMs: 50, ...options.sharedRegistry } })
+  t.teardown(() => registry.close())
+  return registry
+}
+
+const names = (registry: SystemSharedMemoryRegistry) => registry.status().map((region) => region.name)
+
+t.test('one truth: every user sees every change at its next call', async (t) => {
+  const store = storePath(t)
+  const [a, b] = [user(t, store), user(t, store)]
+  const key = makeObject(t, PAGE_SIZE, 'truth')
+  writeObjectFile(key, 0, [1, 2, 3, 4])
+
+  a.register('z', { key, byteSize: 8 })
+  a.register('y', { key, offset: 2, byteSize: 2 })
+  t.ok(b.has('z'), 'a registration is seen by the other user at once')
+  t.same(b.status(), a.status(), 'the same status, sorted by name')
+  t.same(names(b), ['y', 'z'])
+  t.same(b.status('y'), [{ name: 'y', key, offset: 2, byte_size: 2 }])
+  const lease = b.acquire('y', 0, 2)
+  t.same([...lease.buffer], [3, 4], 'and it serves the region from its own mapping')
+  lease.release()
+
+  b.unregister('z')
+  t.notOk(a.has('z'), 'an unregister is seen by the other user at once')
+  t.throws(() => a.acquire('z', 0, 1), { statusCode: 404, message: "Unable to find shared memory region: 'z'" })
+  b.unregisterAll()
+  t.same(a.status(), [])
+  t.same(mappingsOf(key), [], 'neither user keeps a mapping of what is gone')
+})
+
+t.test('names are unique across users, and every message is the single-process one', async (t) => {
+  const store = storePath(t)
+  const [a, b] = [user(t, store), user(t, store)]
+  const key = makeObject(t, PAGE_SIZE, 'unique')
+  a.register('r', { key, byteSize: 8 })
+  t.throws(() => b.register('r', { key, byteSize: 8 }), { statusCode: 400, message: "shared memory region 'r' already in manager" })
+  t.throws(() => b.register('s', { key, byteSize: PAGE_SIZE + 1 }),
+    { statusCode: 400, message: "failed to register shared memory region 's': invalid args" })
+  t.throws(() => b.register('s', { key: '/fts-no-such-object', byteSize: 8 }),
+    { statusCode: 400, message: "Unable to open shared memory region: '/fts-no-such-object'" })
+  t.same(names(a), ['r'], 'refusals change nothing')
+  t.equal(mappingsOf(key).length, 1, 'only the registering user has mapped it')
+})
+
+t.test('a name registered again is a new registration: never served from the old mapping', async (t) => {
+  const store = storePath(t)
+  const [a, b] = [user(t, store), user(t, store)]
+  const first = makeObject(t, PAGE_SIZE, 'first')
+  const second = makeObject(t, PAGE_SIZE, 'second')
+  writeObjectFile(first, 0, [1, 1, 1, 1])
+  writeObjectFile(second, 0, [2, 2, 2, 2])
+  a.register('r', { key: first, byteSize: 64 })
+  b.acquire('r', 0, 4).release()
+  t.equal(mappingsOf(first).length, 2, 'both users have mapped the first object')
+
+  a.unregister('r')
+  a.register('r', { key: second, offset: 1, byteSize: 3 })
+  const lease = b.acquire('r', 0, 3)
+  t.same([...lease.buffer], [2, 2, 2], 'the other user reads the new object')
+  t.same(mappingsOf(first), [], 'and has unmapped the old one')
+  t.throws(() => b.acquire('r', 0, 4), { message: "Invalid offset + byte size for shared memory region: 'r'" }, 'the new size holds')
+  lease.release()
+})
+
+t.test('deferred unregister: a lease in any user keeps the region, and its end removes it everywhere', async (t) => {
+  const store = storePath(t)
+  const [a, b] = [user(t, store), user(t, store)]
+  const key = makeObject(t, PAGE_SIZE, 'deferred')
+  writeObjectFile(key, 0, [7])
+  a.register('r', { key, byteSize: 8 })
+  const lease = b.acquire('r', 0, 1)
+
+  a.unregister('r')
+  t.same(names(a), ['r'], 'still listed where it was unregistered')
+  t.throws(() => a.register('r', { key, byteSize: 8 }), { message: "shared memory region 'r' already in manager" }, 'and blocks its name')
+  t.equal(a.counters().deferredUnregisters, 1)
+  const second = b.acquire('r', 0, 1)
+  t.same([...second.buffer], [7], 'and usable')
+  a.unregister('r')
+  t.same(names(b), ['r'], 'a second unregister while leased changes nothing')
+
+  lease.release()
+  t.same(names(a), ['r'], 'one of two leases ended')
+  second.release()
+  t.same(names(a), [], 'the last lease ended: gone, without another unregister')
+  t.same(names(b), [])
+  t.same(mappingsOf(key), [])
+  a.register('r', { key, byteSize: 8 })
+  t.ok(b.has('r'), 'the name is free again')
+})
+
+t.test('a lease in the unregistering user itself defers too', async (t) => {
+  const store = storePath(t)
+  const [a, b] = [user(t, store), user(t, store)]
+  const key = makeObject(t, PAGE_SIZE, 'own')
+  a.register('r', { key, byteSize: 8 })
+  const lease = a.acquire('r', 0, 1)
+  b.unregister('r')
+  t.ok(a.has('r'))
+  lease.release()
+  t.notOk(b.has('r'))
+})
+
+t.test('a region removed while a user was about to take its first lease is not leased', async (t) => {
+  const store = storePath(t)
+  const [a, b] = [user(t, store), user(t, store)]
+  const key = makeObject(t, PAGE_SIZE, 'vanishing')
+  a.register('r', { key, byteSize: 8 })
+  // b notices the registration inside acquire; its listener unregisters it through a, in between.
+  b.once('register', () => a.unregister('r'))
+  t.throws(() => b.acquire('r', 0, 1), { message: "Unable to find shared memory region: 'r'" })
+  t.notOk(b.has('r'))
+  t.same(mappingsOf(key), [], 'the mapping made for the lease went with it')
+})
+
+t.test('an object the client removed after registering cannot be opened by a user that never mapped it', async (t) => {
+  const store = storePath(t)
+  const [a, b] = [user(t, store), user(t, store)]
+  const key = makeObject(t, PAGE_SIZE, 'removed')
+  a.register('r', { key, byteSize: 8 })
+  unlinkObject(key)
+  t.doesNotThrow(() => a.acquire('r', 0, 1).release(), 'the registering user still has it mapped')
+  t.throws(() => b.acquire('r', 0, 1), {
+    code: 'ERR_SHM_REGION_UNAVAILABLE',
+    message: "shared memory region 'r' cannot be opened by this server process: its object was removed or shrunk after it was registered. Unregister it, and register it again"
+  })
+  b.unregister('r')
+  t.notOk(a.has('r'))
+})
+
+t.test('holds of a process that is gone are let go', async (t) => {
+  const store = storePath(t)
+  const a = user(t, store)
+  const key = makeObject(t, PAGE_SIZE, 'gone')
+  a.register('r', { key, byteSize: 8 })
+  // A user whose process is no more (no such pid), holding the region, as a crash leaves it.
+  const raw = new Database(store)
+  t.teardown(() => raw.close())
+  const dead = raw.prepare('INSERT INTO users (pid, start_time) VALUES (?, 1)').run(2 ** 22 + 1).lastInsertRowid
+  raw.prepare('INSERT INTO holds (region_id, user_id) SELECT id, ? FROM regions').run(dead)
+  a.unregister('r')
+  t.notOk(a.has('r'), 'the unregister is not deferred for a dead holder')
+  t.equal(raw.prepare('SELECT count(*) FROM users WHERE id = ?').pluck().get(dead), 0, 'the dead user is forgotten')
+
+  // A deferred unregister whose last holder died before letting go: the name is free again.
+  a.register('r', { key, byteSize: 8 })
+  const deadAgain = raw.prepare('INSERT INTO users (pid, start_time) VALUES (?, 1)').run(2 ** 22 + 1).lastInsertRowid
+  raw.prepare('INSERT INTO holds (region_id, user_id) SELECT id, ? FROM regions').run(deadAgain)
+  raw.exec('UPDATE regions SET unregister_pending = 1; UPDATE revision SET value = value + 1')
+  t.equal(a.counters().deferredUnregisters, 1)
+  a.register('r', { key, byteSize: 16 })
+  t.same(a.status('r'), [{ name: 'r', key, offset: 0, byte_size: 16 }], 'registered anew')
+})
+
+t.test('a registration the store refuses after mapping leaves no mapping behind', async (t) => {
+  const store = storePath(t)
+  const a = user(t, store)
+  const key = makeObject(t, PAGE_SIZE, 'refused')
+  const raw = new Database(store)
+  t.teardown(() => raw.close())
+  raw.exec("CREATE TRIGGER refuse BEFORE INSERT ON regions BEGIN SELECT RAISE(ABORT, 'refused'); END")
+  t.throws(() => a.register('r', { key, byteSize: 8 }), { statusCode: 500, code: 'ERR_SHM_STORE_FAILED' })
+  t.same(mappingsOf(key), [])
+  raw.exec('DROP TRIGGER refuse')
+  a.register('r', { key, byteSize: 8 })
+  t.ok(a.has('r'))
+})
+
+t.test('limits count every user\'s registrations', async (t) => {
+  const store = storePath(t)
+  const limits = { maxRegions: 2, maxTotalBytes: 100 }
+  const [a, b] = [user(t, store, { limits }), user(t, store, { limits })]
+  const key = makeObject(t, PAGE_SIZE, 'limits')
+  a.register('a', { key, byteSize: 60 })
+  t.throws(() => b.register('b', { key, byteSize: 41 }), { code: 'ERR_SHM_TOTAL_TOO_LARGE' })
+  b.register('b', { key, byteSize: 40 })
+  t.throws(() => a.register('c', { key, byteSize: 1 }), { code: 'ERR_SHM_TOO_MANY_REGIONS' })
+  t.same(b.counters(), { regions: 2, bytesMapped: 100, liveLeases: 0, deferredUnregisters: 0, rejections: { ERR_SHM_TOTAL_TOO_LARGE: 1 } })
+})
+
+t.test('events: a user announces the others\' changes when it notices them, idle or not', async (t) => {
+  const store = storePath(t)
+  const [a, b] = [user(t, store), user(t, store)]
+  const key = makeObject(t, PAGE_SIZE, 'events')
+  const seen: string[] = []
+  b.on('register', (region: SharedMemoryRegionStatus) => seen.push(`+${region.name}`))
+  b.on('unregister', (region: SharedMemoryRegionStatus) => seen.push(`-${region.name}`))
+
+  a.register('r', { key, byteSize: 8 })
+  b.sync()
+  t.same(seen, ['+r'], 'at the next call')
+  a.unregister('r')
+  await whenEvent(b, 'unregister', () => seen.length === 2, 'the idle user noticing the unregister')
+  t.same(seen, ['+r', '-r'], 'or by itself, within checkIntervalMs')
+})
+
+t.test('a user that arrives later takes the registrations as they are, without events', async (t) => {
+  const store = storePath(t)
+  const a = user(t, store)
+  const key = makeObject(t, PAGE_SIZE, 'later')
+  a.register('r', { key, byteSize: 8 })
+  const b = user(t, store)
+  let events = 0
+  b.on('register', () => events++)
+  t.same(names(b), ['r'])
+  t.equal(events, 0)
+})
+
+t.test('the status route never serves a list another user has changed', async (t) => {
+  const store = storePath(t)
+  const app = await buildApp(t, { sharedRegistry: { path: store } })
+  const other = user(t, store)
+  const key = makeObject(t, PAGE_SIZE, 'route')
+  const list = async () => JSON.parse((await app.inject({ method: 'GET', url: `${SYSTEM}/status` })).body)
+  t.same(await list(), [], 'cached empty')
+  other.register('r', { key, byteSize: 8 })
+  t.same(await list(), [{ name: 'r', key, offset: 0, byte_size: 8 }])
+  const response = await app.inject({ method: 'POST', url: `${SYSTEM}/region/r/register`, payload: registerBody(key, 8) })
+  assertError(t, response, 400, "shared memory region 'r' already in manager")
+  other.unregister('r')
+  t.same(await list(), [])
+})
+
+t.test('closing: a user leaves the others\' registrations; the last one ends the registry', async (t) => {
+  const store = storePath(t)
+  const key = makeObject(t, PAGE_SIZE, 'close')
+  const a = new Registry({ sharedRegistry: { path: store } })
+  const b = new Registry({ sharedRegistry: { path: store } })
+  a.register('r', { key, byteSize: 8 })
+  b.acquire('r', 0, 1).release()
+  const lease = a.acquire('r', 0, 1)
+  a.close()
+  t.ok(b.has('r'), 'the registry lives on in the other user')
+  t.equal(mappingsOf(key).length, 2, 'a request in flight in the closing user keeps its mapping')
+  t.throws(() => a.register('s', { key, byteSize: 8 }), { code: 'ERR_SHM_REGISTRY_CLOSED' })
+  b.register('s', { key: makeObject(t, PAGE_SIZE, 'close-other'), byteSize: 8 })
+  t.throws(() => a.acquire('s', 0, 1), { code: 'ERR_SHM_REGION_NOT_FOUND' }, 'a closing user maps nothing new')
+  lease.release()
+  t.equal(mappingsOf(key).length, 1, 'its last lease ended: unmapped')
+  t.same(a.status(), [], 'and the closed user has left the store')
+  t.doesNotThrow(() => a.close(), 'a second close is harmless')
+
+  b.close()
+  const c = user(t, store)
+  t.same(c.status(), [], 'the last user out unregistered everything')
+  t.same(mappingsOf(key), [])
+})
+
+t.test('the store file is private, and a path that cannot be a store fails with its name', async (t) => {
+  const store = storePath(t)
+  user(t, store)
+  t.equal(statSync(store).mode & 0o777, 0o600, 'created with mode 0600')
+  const directory = path.dirname(store)
+
+  const corrupt = path.join(directory, 'corrupt.db')
+  writeFileSync(corrupt, Buffer.alloc(8192, 'not a database'))
+  t.throws(() => new Registry({ sharedRegistry: { path: corrupt } }),
+    { message: `fastify-triton-shm: cannot open the shared registry store '${corrupt}': file is not a database` })
+  const link = path.join(directory, 'link.db')
+  symlinkSync(store, link)
+  t.throws(() => new Registry({ sharedRegistry: { path: link } }), { message: /cannot open the shared registry store '.*link\.db': ELOOP/ },
+    'a symbolic link is not followed')
+  t.throws(() => new Registry({ sharedRegistry: { path: path.join(directory, 'missing', 'r.db') } }), { message: /ENOENT/ })
+
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await t.rejects(async () => app.register(fastifyTritonShm, { sharedRegistry: { path: corrupt } }).ready(), { message: /file is not a database/ },
+    'the plugin fails app.ready()')
+})
+
+t.test('a busy store: the request gets a clean 500 and nothing changes; held leases are let go later', async (t) => {
+  const store = storePath(t)
+  const capture = new LogCapture()
+  const app = await buildApp(t, { sharedRegistry: { path: store, busyTimeoutMs: 20, checkIntervalMs: 50 } },
+    { logger: { level: 'info', stream: capture.stream } })
+  const key = makeObject(t, PAGE_SIZE, 'busy')
+  const registry = app.systemSharedMemory
+  registry.register('r', { key, byteSize: 8 })
+  const lease = registry.acquire('r', 0, 1)
+
+  // A region waiting for another user's lease: each check tries to complete its unregister.
+  const other = user(t, store)
+  registry.register('p', { key, byteSize: 8 })
+  const otherLease = other.acquire('p', 0, 1)
+  registry.unregister('p')
+
+  const blocker = new Database(store)
+  t.teardown(() => blocker.close())
+  blocker.exec('BEGIN IMMEDIATE')
+  const response = await app.inject({ method: 'POST', url: `${SYSTEM}/region/s/register`, payload: registerBody(key, 8) })
+  assertError(t, response, 500, 'the shared memory registry is unavailable, try again')
+  t.notMatch(response.body, store, 'the store\'s path is not sent')
+  t.throws(() => registry.unregister('r'), { code: 'ERR_SHM_STORE_FAILED' })
+  t.doesNotThrow(() => lease.release(), 'a release that cannot be recorded now does not throw')
+  t.ok(capture.lines.some((line) => /will retry/.test(line.msg)), 'it is logged, and retried')
+  await whenEvent(capture, 'line', () => capture.withMessage('could not check the shared memory registry').length > 0,
+    'a check failing on the busy store')
+  blocker.exec('COMMIT')
+  otherLease.release()
+
+  t.same(names(registry), ['r'], 'nothing changed')
+  t.equal(mappingsOf(key).length, 1, 'and nothing leaked')
+  // If the retry has not let go of the hold yet, this unregister is deferred until it does.
+  const gone = once(registry, 'unregister')
+  other.unregister('r')
+  await bounded(gone, 'the region going once the store is free')
+  t.same(names(registry), [])
+})
+
+t.test('better-sqlite3 is loaded only for sharedRegistry, with an error naming it if absent', async (t) => {
+  const missing = () => { throw Object.assign(new Error("Cannot find module 'better-sqlite3'"), { code: 'MODULE_NOT_FOUND' }) }
+  t.throws(() => new SqliteStore({ path: storePath(t) }, missing),
+    { message: "fastify-triton-shm: the sharedRegistry option needs the package 'better-sqlite3': npm install better-sqlite3" })
+  const broken = () => { throw new Error('was compiled against a different Node.js version') }
+  t.throws(() => optionalPeer('better-sqlite3', 'a feature', broken),
+    { message: "a feature could not load the package 'better-sqlite3': was compiled against a different Node.js version" })
+})
+
+t.test('process identity: pid and start time, read past a command name with spaces and parentheses', async (t) => {
+  const own = processStartTime(process.pid) as number
+  t.ok(Number.isSafeInteger(own) && own > 0)
+  t.equal(processStartTime(2 ** 22 + 1), undefined, 'no such process')
+
+  // The kernel names a process after the file it ran: here, a link to node with an awkward name.
+  const directory = mkdtempSync(path.join(tmpdir(), 'fts-comm-'))
+  t.teardown(() => rmSync(directory, { recursive: true, force: true }))
+  const awkward = path.join(directory, 'a) b (c')
+  symlinkSync(process.execPath, awkward)
+  const child = spawn(awkward, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore', env: { ...process.env, NODE_OPTIONS: '' } })
+  t.teardown(() => child.kill('SIGKILL'))
+  await once(child, 'spawn')
+  t.match(readFileSync(`/proc/${child.pid}/stat`, 'latin1'), '(a) b (c) ', 'the name holds spaces and parentheses')
+  const started = processStartTime(child.pid as number) as number
+  t.ok(Number.isSafeInteger(started) && started >= own, `a start time after this process's (${started} >= ${own})`)
+})
