@@ -1,0 +1,154 @@
+/**
+ * The shared registry across real processes: separately started ones racing for names and dying
+ * with leases held, and a node:cluster service whose workers share one port.
+ */
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import http from 'node:http'
+import path from 'node:path'
+import { createInterface } from 'node:readline'
+import Database from 'better-sqlite3'
+import t, { type Test } from 'tap'
+import { Registry } from '../lib/registry'
+import { registerBody, SYSTEM } from './helpers/app'
+import { type RegistryPeer, startPeer, storePath } from './helpers/registry-peer'
+import { makeObject, mappingsOf, PAGE_SIZE, writeObjectFile } from './helpers/shm'
+import { bounded, whenEvent } from './helpers/sync'
+
+const CLUSTER = path.join(__dirname, 'fixtures', 'shared-registry-cluster.ts')
+
+function user (t: Test, store: string): Registry {
+  const registry = new Registry({ sharedRegistry: { path: store, checkIntervalMs: 100 } })
+  t.teardown(() => registry.close())
+  return registry
+}
+
+t.test('processes racing to register the same names: exactly one wins each', async (t) => {
+  const store = storePath(t)
+  const key = makeObject(t, PAGE_SIZE, 'race')
+  const peers: RegistryPeer[] = await Promise.all([0, 1, 2, 3].map(() => startPeer(t, store)))
+  const names = Array.from({ length: 40 }, (_, index) => `r${index}`)
+  // Every peer gets its command at once; each registers the names in its own order.
+  const results = await Promise.all(peers.map((peer, index) => peer.send({
+    op: 'registerEach', names: index % 2 === 0 ? names : [...names].reverse(), key, byteSize: 8
+  })))
+  const outcomes = results.map(({ result }, index) => {
+    const list = result as Array<true | string>
+    return index % 2 === 0 ? list : [...list].reverse()
+  })
+  for (const [position, name] of names.entries()) {
+    const winners = outcomes.filter((outcome) => outcome[position] === true).length
+    const losers = outcomes.filter((outcome) => outcome[position] === `shared memory region '${name}' already in manager`).length
+    if (winners !== 1 || losers !== 3) t.fail(`${name}: ${winners} winners, ${losers} refused with the duplicate message`)
+  }
+  t.pass('one winner and three duplicate refusals for each of the 40 names')
+  t.same(user(t, store).status().map((region) => region.name).sort(), [...names].sort(), 'every name registered once')
+})
+
+t.test('a process killed with SIGKILL while holding a lease: its hold is reclaimed, the region goes', async (t) => {
+  const store = storePath(t)
+  const registry = user(t, store)
+  const key = makeObject(t, PAGE_SIZE, 'killed')
+  writeObjectFile(key, 0, [5, 6])
+  registry.register('r', { key, byteSize: 8 })
+  const [holder, witness] = [await startPeer(t, store), await startPeer(t, store)]
+  const { result } = await holder.send({ op: 'acquire', name: 'r', offset: 0, byteSize: 2 })
+  t.same((result as { bytes: number[] }).bytes, [5, 6], 'the other process reads the region')
+
+  registry.unregister('r')
+  t.same((await witness.send({ op: 'status' })).result, registry.status(), 'deferred: still listed everywhere')
+  t.equal(registry.status().length, 1)
+  await holder.kill()
+  await whenEvent(registry, 'unregister', () => !registry.has('r'), 'the region going after its holder died')
+  t.same((await witness.send({ op: 'status' })).result, [], 'gone everywhere, without another unregister')
+  t.same(mappingsOf(key), [], 'nothing maps it here')
+})
+
+t.test('the first process after all others died starts an empty registry', async (t) => {
+  const store = storePath(t)
+  const key = makeObject(t, PAGE_SIZE, 'restart')
+  const only = await startPeer(t, store)
+  t.same(await only.send({ op: 'register', name: 'r', key, byteSize: 8 }), { result: null })
+  await only.kill()
+  t.same(user(t, store).status(), [], 'registrations die with the service, as they do with a Triton server')
+})
+
+t.test('a process killed inside a write leaves the store as it was, and unlocked', async (t) => {
+  const store = storePath(t)
+  const registry = user(t, store)
+  const key = makeObject(t, PAGE_SIZE, 'mid-write')
+  const writer = spawn(process.execPath, ['-e', `
+    const db = new (require('better-sqlite3'))(process.argv[1])
+    db.exec('BEGIN IMMEDIATE')
+    db.prepare("INSERT INTO regions (name, key, offset, byte_size) VALUES ('half', 'k', 0, 8)").run()
+    db.exec('UPDATE revision SET value = value + 1')
+    console.log('written, not committed')
+    setInterval(() => {}, 1000)`, store], { stdio: ['ignore', 'pipe', 'inherit'], cwd: path.join(__dirname, '..') })
+  const exited = once(writer, 'exit')
+  t.teardown(() => writer.kill('SIGKILL'))
+  const [line] = await bounded(once(createInterface({ input: writer.stdout }), 'line'), 'the writer inside its transaction')
+  t.equal(line, 'written, not committed')
+  writer.kill('SIGKILL')
+  await exited
+  t.same(registry.status(), [], 'the uncommitted row is not there')
+  registry.register('r', { key, byteSize: 8 })
+  t.same(registry.status().map((region) => region.name), ['r'], 'and the store takes writes')
+  const raw = new Database(store, { readonly: true })
+  t.teardown(() => raw.close())
+  t.equal(raw.pragma('integrity_check', { simple: true }), 'ok')
+})
+
+interface Answer { statusCode: number, worker: number, body: string }
+
+/** One request on a connection of its own (so each may reach another worker). */
+async function fresh (port: number, method: string, url: string, body?: string): Promise<Answer> {
+  const request = http.request({ host: '127.0.0.1', port, method, path: url, agent: false, headers: { connection: 'close' } })
+  request.end(body)
+  const [response] = await bounded(once(request, 'response'), `${method} ${url}`) as [http.IncomingMessage]
+  let text = ''
+  for await (const chunk of response) text += chunk
+  return { statusCode: response.statusCode as number, worker: Number(response.headers['x-worker-pid']), body: text }
+}
+
+async function startCluster (t: Test, store: string, workers: number): Promise<number> {
+  const primary = spawn(process.execPath, ['--import', 'tsx', CLUSTER, store, String(workers)], {
+    env: { ...process.env, _TAPJS_PROCESSINFO_COVERAGE_: '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+    detached: true
+  })
+  const exited = once(primary, 'exit')
+  t.teardown(async () => {
+    process.kill(-(primary.pid as number), 'SIGKILL') // the primary and its workers
+    await exited
+  })
+  const [line] = await bounded(once(createInterface({ input: primary.stdout }), 'line'), 'the cluster listening')
+  return JSON.parse(line).port
+}
+
+t.test('node:cluster: workers on one port share one registry, and a worker killed with a lease releases it', async (t) => {
+  const store = storePath(t)
+  const port = await startCluster(t, store, 3)
+  const observer = user(t, store)
+  const key = makeObject(t, PAGE_SIZE, 'cluster')
+  writeObjectFile(key, 0, [1, 2, 3, 4])
+
+  const registered = await fresh(port, 'POST', `${SYSTEM}/region/r/register`, registerBody(key, 64))
+  t.equal(registered.statusCode, 200, `registered through worker ${registered.worker}`)
+  const answers = await Promise.all(Array.from({ length: 12 }, () => fresh(port, 'GET', '/sum/r')))
+  const workers = new Set(answers.map((answer) => answer.worker))
+  t.ok(workers.size >= 2, `requests reached ${workers.size} workers`)
+  t.ok(answers.every((answer) => answer.statusCode === 200 && JSON.parse(answer.body).sum === 10), 'every worker serves the region')
+  const duplicate = await fresh(port, 'POST', `${SYSTEM}/region/r/register`, registerBody(key, 64))
+  t.equal(duplicate.statusCode, 400, 'a register reaching another worker is a duplicate')
+
+  const holding = await fresh(port, 'GET', '/hold/r')
+  t.equal(holding.statusCode, 200)
+  t.equal((await fresh(port, 'POST', `${SYSTEM}/region/r/unregister`)).statusCode, 200)
+  const listings = await Promise.all(Array.from({ length: 6 }, () => fresh(port, 'GET', `${SYSTEM}/status`)))
+  t.ok(listings.every((listing) => JSON.parse(listing.body).length === 1), 'deferred: every worker still lists it')
+
+  process.kill(holding.worker, 'SIGKILL')
+  await whenEvent(observer, 'unregister', () => !observer.has('r'), 'the region going after the holding worker died')
+  const after = await Promise.all(Array.from({ length: 6 }, () => fresh(port, 'GET', `${SYSTEM}/status`)))
+  t.ok(after.every((listing) => listing.statusCode === 200 && listing.body === '[]'), 'no worker lists it any more')
+})
