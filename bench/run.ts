@@ -20,6 +20,7 @@ import { registerSuite } from './register'
 import { registerHttpSuite } from './register-http'
 import { routeSuite } from './route'
 import { ServerProcess } from './server-process'
+import { type LeasePlan, type SharedInferPlan, sharedInferSuite, sharedLeaseSuite, tmpfsStorePath } from './shared-registry'
 import { removeAllObjects } from './shm-objects'
 import { round } from './stats'
 import { SyscallsProgram } from './syscalls'
@@ -38,6 +39,8 @@ interface Plan {
   route: { rounds: number, secondsPerRun: number, connections: number, pipelining: number }
   registerHttp: { seconds: number, connections: number }
   infer: { sizes: number[], headlineBytes: number, connections: number, targetSeconds: number, rounds: number, maxRequests: number }
+  sharedLease: LeasePlan
+  sharedInfer: SharedInferPlan
 }
 
 const PLANS: Record<Plan['mode'], Plan> = {
@@ -48,7 +51,9 @@ const PLANS: Record<Plan['mode'], Plan> = {
     route: { rounds: 3, secondsPerRun: 1.5, connections: 10, pipelining: 8 },
     registerHttp: { seconds: 2, connections: 4 },
     infer: { sizes: [64 * KiB, MiB, 4 * MiB], headlineBytes: 4 * MiB, connections: 2, targetSeconds: 1.5, rounds: 2, maxRequests: 20_000 },
-    onnx: { identityBytes: 4 * MiB, largeBytes: 16 * MiB, smallBytes: MiB, secondsPerRun: 1, rounds: 2, connections: 2 }
+    onnx: { identityBytes: 4 * MiB, largeBytes: 16 * MiB, smallBytes: MiB, secondsPerRun: 1, rounds: 2, connections: 2 },
+    sharedLease: { batchSeconds: 0.05, batches: 5 },
+    sharedInfer: { rounds: 4, secondsPerRun: 1, connections: 2, warmupRequests: 2000 }
   },
   full: {
     mode: 'full',
@@ -57,7 +62,9 @@ const PLANS: Record<Plan['mode'], Plan> = {
     route: { rounds: 6, secondsPerRun: 4, connections: 10, pipelining: 8 },
     registerHttp: { seconds: 8, connections: 4 },
     infer: { sizes: [64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB], headlineBytes: 16 * MiB, connections: 2, targetSeconds: 6, rounds: 3, maxRequests: 100_000 },
-    onnx: { identityBytes: 16 * MiB, largeBytes: 64 * MiB, smallBytes: MiB, secondsPerRun: 3, rounds: 3, connections: 2 }
+    onnx: { identityBytes: 16 * MiB, largeBytes: 64 * MiB, smallBytes: MiB, secondsPerRun: 3, rounds: 3, connections: 2 },
+    sharedLease: { batchSeconds: 0.2, batches: 9 },
+    sharedInfer: { rounds: 6, secondsPerRun: 3, connections: 2, warmupRequests: 5000 }
   }
 }
 
@@ -70,7 +77,9 @@ const GOALS = {
   shmBandwidthVsMemcpy: { at: 'least', value: 0.3 },
   ortShmSpeedupVsBinary: { at: 'least', value: 1 },
   ortShmBandwidthVsMemcpy: { at: 'least', value: 0.6 },
-  shmAnonRssGrowth: { at: 'most', value: 0.1 }
+  shmAnonRssGrowth: { at: 'most', value: 0.1 },
+  sharedRegistryCpuRatio: { at: 'most', value: 1.2 },
+  sharedAcquireReleaseExtraUs: { at: 'most', value: 2 }
 } as const
 
 type Headline = keyof typeof GOALS
@@ -138,6 +147,19 @@ async function main () {
     views.map((point) => [bytes(point.regionBytes), num(point.ns), ratio(point.ns / smallView.ns)]),
     ['Objects are sparse (ftruncate only): a 1 GiB region costs address space, not memory.']))
 
+  progress(`acquire + release of ${bytes(64 * KiB)}, shared registry (store on tmpfs) vs in-process`)
+  const sharedLease = sharedLeaseSuite(plan.sharedLease, tmpfsStorePath())
+  const leaseNs = sharedLease.ns
+  print(table(`Lease with a shared registry: acquire + release of ${bytes(sharedLease.regionBytes)}, unchanged registry (ns, median of batches)`,
+    ['case', 'in-process', 'shared', 'shared / in-process', 'extra'],
+    (['concurrent', 'serial'] as const).map((leaseCase) => [
+      leaseCase === 'concurrent' ? 'another lease live' : 'alone (first lease, last release)',
+      num(leaseNs[leaseCase].inProcess), num(leaseNs[leaseCase].shared),
+      ratio(leaseNs[leaseCase].shared / leaseNs[leaseCase].inProcess), `${num((leaseNs[leaseCase].shared - leaseNs[leaseCase].inProcess) / 1000)} µs`]),
+    ['shared: `new Registry({ sharedRegistry: { path } })`, the SQLite store in a directory on tmpfs (/dev/shm), one process.',
+      'another lease live: the steady state of a busy service, one `PRAGMA data_version` check per call.',
+      'alone: the first lease writes this process\'s hold row, the last release removes it (a write transaction each).']))
+
   const memcpy = new MemcpyBaseline()
   progress(`compiling bench/server.ts to plain JS and starting it as a child process${profileDir === undefined ? '' : ` (CPU profile to ${profileDir})`}`)
   const server = await ServerProcess.start({ cpuProfileDir: profileDir })
@@ -160,6 +182,8 @@ async function main () {
     progress('stopping the server child')
     await server.stop()
   }
+  progress(`inference through shared memory at ${bytes(64 * KiB)}: a server with sharedRegistry (store on tmpfs) vs one without`)
+  const sharedInfer = await sharedInferSuite(plan.sharedInfer, tmpfsStorePath())
 
   print(table(`Route: GET /v2/systemsharedmemory/status vs a bare Fastify route (${route.regions} regions, ${route.responseBytes}-byte JSON)`,
     ['route', 'req/s', 'p50', 'p99', 'server CPU/req', 'server CPU busy'],
@@ -198,6 +222,14 @@ async function main () {
         ratio(ratios.bandwidthVsMemcpy), ratio(ratios.bandwidthVsMemcpy * 2)]
     })))
 
+  print(table(`Inference with a shared registry: add_sub_fp32 through shared memory, ${bytes(sharedInfer.tensorBytes)} tensors, ${plan.sharedInfer.connections} connections`,
+    ['server', 'req/s', 'server CPU/req', 'requests'],
+    (['inProcess', 'shared'] as const).map((kind) => [kind === 'shared' ? 'sharedRegistry' : 'in-process registry',
+      num(sharedInfer[kind].requestsPerSecond), `${num(sharedInfer[kind].serverCpuMicrosPerRequest)} µs`, sharedInfer[kind].requests]),
+    [`sharedRegistryCpuRatio (server CPU per request, shared / in-process, ${plan.sharedInfer.rounds} alternating runs of ${plan.sharedInfer.secondsPerRun} s each): ` +
+      ratio(sharedInfer.cpuRatio),
+    'Two server children, one server process each; the shared one\'s SQLite store in a directory on tmpfs (/dev/shm).']))
+
   const anonGrowth = (transport: 'shm' | 'binary') => (onnx.rssAnon[transport].large - onnx.rssAnon[transport].small) / onnx.largeBytes
   print(table('ONNX Runtime through fastify-triton-shm/onnxruntime: shared memory against binary data',
     ['model', 'tensor', 'shm req/s', 'binary req/s', 'shm / binary'],
@@ -221,7 +253,9 @@ async function main () {
     shmBandwidthVsMemcpy: headlineRatios.bandwidthVsMemcpy,
     ortShmSpeedupVsBinary: onnx.identity.shm / onnx.identity.binary,
     ortShmBandwidthVsMemcpy: onnx.bandwidth.bytesPerSecond / memcpyResult.copiedBytesPerSecond,
-    shmAnonRssGrowth: anonGrowth('shm')
+    shmAnonRssGrowth: anonGrowth('shm'),
+    sharedRegistryCpuRatio: sharedInfer.cpuRatio,
+    sharedAcquireReleaseExtraUs: (leaseNs.concurrent.shared - leaseNs.concurrent.inProcess) / 1000
   }
   const how: Record<Headline, string> = {
     routeRatio: `status / bare req/s, ${route.regions} regions`,
@@ -232,7 +266,10 @@ async function main () {
     shmBandwidthVsMemcpy: `${bytes(headlineBytes)} tensors; read + written on both sides (vs bytes copied: ${num(headlineRatios.bandwidthVsMemcpy * 2)})`,
     ortShmSpeedupVsBinary: `identity_fp32, ${bytes(onnx.identity.tensorBytes)}, req/s (tiny_classifier: ${num(onnx.classifier.shm / onnx.classifier.binary)})`,
     ortShmBandwidthVsMemcpy: `identity_fp32, ${bytes(onnx.bandwidth.tensorBytes)}: bytes ORT copied / memcpy bytes copied`,
-    shmAnonRssGrowth: `RssAnon rise at ${bytes(onnx.largeBytes)} - at ${bytes(onnx.smallBytes)}, / ${bytes(onnx.largeBytes)} (binary: ${num(anonGrowth('binary'))})`
+    shmAnonRssGrowth: `RssAnon rise at ${bytes(onnx.largeBytes)} - at ${bytes(onnx.smallBytes)}, / ${bytes(onnx.largeBytes)} (binary: ${num(anonGrowth('binary'))})`,
+    sharedRegistryCpuRatio: `server CPU per request, shm inference at ${bytes(sharedInfer.tensorBytes)}, sharedRegistry / in-process`,
+    sharedAcquireReleaseExtraUs: 'µs, acquire + release while another lease is live (alone, first lease + last release: ' +
+      `${num((leaseNs.serial.shared - leaseNs.serial.inProcess) / 1000)} µs extra)`
   }
   const peakRssBytes = Math.max(...Object.values(rssAfter))
   print(table(`Summary (${plan.mode} run, ${elapsedSeconds().toFixed(0)} s)`, ['figure', 'value', 'goal', 'met', 'measured as'],
@@ -254,6 +291,9 @@ async function main () {
     routeCpuRatio: round(route.cpuRatio),
     ortClassifierShmSpeedupVsBinary: round(onnx.classifier.shm / onnx.classifier.binary),
     binaryAnonRssGrowth: round(anonGrowth('binary')),
+    sharedFirstLeaseExtraUs: round((leaseNs.serial.shared - leaseNs.serial.inProcess) / 1000),
+    sharedAcquireReleaseRatio: round(leaseNs.concurrent.shared / leaseNs.concurrent.inProcess),
+    sharedFirstLeaseRatio: round(leaseNs.serial.shared / leaseNs.serial.inProcess),
     latency: {
       ...latency,
       register_http: { p50Ms: round(registerHttp.registerMs.p50), p99Ms: round(registerHttp.registerMs.p99) },
@@ -268,7 +308,7 @@ async function main () {
   const suffix = plan.mode === 'quick' ? '-quick' : ''
   const resultsFile = path.join(RESULTS_DIR, `results${suffix}.json`)
   const plotFile = path.join(RESULTS_DIR, `scaling${suffix}.svg`)
-  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, views, route, registerHttp, memcpy: memcpyResult, infer, onnx, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
+  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, views, route, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
   writeFileSync(plotFile, renderSvg(`fastify-triton-shm bench (${plan.mode})`,
     `${host.cpus} x ${host.cpuModel}, node ${host.node}; add_sub_fp32, ${plan.infer.connections} connections; ${new Date().toISOString().slice(0, 16)}Z`,
     charts(infer.points, sizes, memcpyResult.movedBytesPerSecond, register, views)))

@@ -15,6 +15,8 @@ process.on('exit', () => { for (const child of running) child.kill('SIGKILL') })
 export interface ServerProcessOptions {
   /** Directory for `node --cpu-prof` profiles of the server, when profiling. */
   cpuProfileDir?: string
+  /** Gives the server a shared registry (`sharedRegistry`) with its store at this path. */
+  sharedRegistryPath?: string
 }
 
 let serverFile: string | undefined
@@ -28,7 +30,11 @@ export class ServerProcess {
     const child = fork(serverFile, [], {
       execArgv: profile,
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      env: { ...process.env, NODE_ENV: 'production' }
+      env: {
+        ...process.env,
+        NODE_ENV: 'production',
+        ...(options.sharedRegistryPath === undefined ? {} : { BENCH_SHARED_REGISTRY_PATH: options.sharedRegistryPath })
+      }
     })
     running.add(child)
     child.once('exit', () => running.delete(child))

@@ -2,6 +2,7 @@
  * The bench's server child: the example service (plugin, /v2 routes, infer route), plus
  *   GET /bench/bare  a bare Fastify route answering fixed JSON bytes (the route suite's baseline),
  *   GET /bench/rss   this process's memory and CPU time (peak RSS is reported from it).
+ * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path.
  * Started by bench/server-process.ts (compiled by bench/server-build.ts, run on plain node) with an
  * IPC channel: it reports its port, takes the bare route's bytes, and exits when told to or when
  * its parent goes away.
@@ -31,7 +32,12 @@ function stats (): ServerStats {
 
 async function main () {
   // JSON `data` is one of the transports measured: its parts may be as large as V8's strings allow.
-  const app = await buildServer({ fastify: { logger: false }, jsonLimit: 512 * 1024 ** 2 })
+  const storePath = process.env.BENCH_SHARED_REGISTRY_PATH
+  const app = await buildServer({
+    fastify: { logger: false },
+    jsonLimit: 512 * 1024 ** 2,
+    sharedRegistry: storePath === undefined ? undefined : { path: storePath }
+  })
   let barePayload = Buffer.from('[]')
   // The baseline: no hooks, no schema, no serializer; the bytes are fixed by the parent (a Buffer,
   // so Fastify adds no charset to the Content-Type, as the status route's hook adds none).

@@ -23,6 +23,9 @@ export interface ClientRun {
 export interface ClientOptions {
   /** Appended to the object names, so runs in parallel do not meet. Default none, as in Triton's example. */
   keySuffix?: string
+  /** Headers sent with every request: `{ connection: 'close' }` makes each call on a new connection,
+   * as Triton's clients do when they make a client per call, or one connection per request in flight. */
+  headers?: Record<string, string>
   log?: (line: string) => void
 }
 
@@ -172,7 +175,7 @@ async function runClassifier (client: KServeClient, transcript: Transcript, suff
 
 /** Runs every flow against the server at `baseUrl`. */
 export async function runClient (baseUrl: string, options: ClientOptions = {}): Promise<ClientRun> {
-  const client = new KServeClient(baseUrl)
+  const client = new KServeClient(baseUrl, { headers: options.headers })
   const transcript = new Transcript(options.log ?? (() => {}))
   const suffix = options.keySuffix ?? ''
   await client.unregisterSystemSharedMemory()

@@ -3,9 +3,14 @@
  * API, the KServe helpers for the infer route, and the example models.
  *
  *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
+ *
+ * WORKERS=4 runs it as 4 node:cluster workers on one port sharing one registry (./cluster.ts).
  */
+import cluster from 'node:cluster'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, { apiFrameworkErrors, type InferRequest, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
+import type { SharedRegistryOptions } from '../types'
+import { runPrimary, workerCount } from './cluster'
 import { loadModels, type Model, run } from './models'
 import { version } from '../package.json'
 
@@ -24,6 +29,8 @@ export interface ServerOptions {
   requestTimeoutMs?: number
   /** The models to serve (default: every model of ./models). */
   models?: Map<string, Model>
+  /** One registry shared by every process that opens this store (default: this process's own). */
+  sharedRegistry?: SharedRegistryOptions
   fastify?: FastifyServerOptions
 }
 
@@ -65,7 +72,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   // KServe errors are `{"error": "<message>"}`.
   app.setErrorHandler(kserveErrorHandler)
   const models = options.models ?? await loadModels()
-  await app.register(fastifyTritonShm)
+  await app.register(fastifyTritonShm, options.sharedRegistry === undefined ? {} : { sharedRegistry: options.sharedRegistry })
 
   app.get('/v2', async () => ({
     name: 'fastify-triton-shm-example',
@@ -98,13 +105,28 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
 }
 
 async function main () {
+  let workers: number
+  try {
+    workers = workerCount(process.env.WORKERS)
+  } catch (error) {
+    console.error((error as Error).message)
+    process.exit(1)
+  }
+  if (workers > 1 && cluster.isPrimary) return runPrimary(workers)
+  // Set by the primary for its workers.
+  const storePath = process.env.SHARED_REGISTRY_PATH
   const app = await buildServer({
     modelDelayMs: Number(process.env.EXAMPLE_MODEL_DELAY_MS ?? 0),
     requestTimeoutMs: process.env.EXAMPLE_REQUEST_TIMEOUT_MS === undefined ? undefined : Number(process.env.EXAMPLE_REQUEST_TIMEOUT_MS),
+    sharedRegistry: storePath === undefined ? undefined : { path: storePath },
     fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
   })
+  let closing = false
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    // Once per signal: a Ctrl-C reaches a worker and its primary, which then sends SIGTERM too.
     process.once(signal, () => {
+      if (closing) return
+      closing = true
       app.log.info({ signal }, 'shutting down')
       app.close().then(() => process.exit(0), () => process.exit(1))
     })

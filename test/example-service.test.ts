@@ -6,7 +6,7 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { existsSync, readFileSync, statSync } from 'node:fs'
 import path from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
@@ -17,7 +17,7 @@ import { KServeClient, ServerError, SharedMemoryObject } from '../lib/index'
 import { version } from '../package.json'
 import { buildApp } from './helpers/app'
 import { binaryBody, binaryInput, bytesOfValues, makeMappedObject, shmInput, shmOutput } from './helpers/kserve'
-import { makeObject, objectPath, uniqueKey, unlinkOnTeardown } from './helpers/shm'
+import { makeObject, objectPath, removeLeftoversOnTeardown, shmLeftovers, uniqueKey, unlinkOnTeardown } from './helpers/shm'
 import { bounded, Gate, whenEvent } from './helpers/sync'
 
 const ROOT = path.join(__dirname, '..')
@@ -59,15 +59,6 @@ const post = (url: string, body?: unknown, signal?: AbortSignal) =>
  * come after the client has read its answer. */
 const untilNoRegion = (app: FastifyInstance, what: string) =>
   whenEvent(app.systemSharedMemory, 'unregister', () => app.systemSharedMemory.status().length === 0, what)
-
-const shmLeftovers = (suffix: string) => readdirSync('/dev/shm').filter((name) => name.includes(suffix))
-
-/** Removes, when the test ends, whatever objects named with `suffix` a failed run left behind. */
-function removeLeftoversOnTeardown (t: Test, suffix: string): void {
-  t.teardown(() => {
-    for (const name of shmLeftovers(suffix)) rmSync(objectPath(name), { force: true })
-  })
-}
 
 t.test('discovery: server metadata, health, model metadata', async (t) => {
   const { baseUrl } = await startExample(t)

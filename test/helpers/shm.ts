@@ -3,7 +3,7 @@
  * test ends, pass or fail.
  */
 import { randomBytes } from 'node:crypto'
-import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs'
+import { closeSync, openSync, readdirSync, readFileSync, readSync, rmSync, writeSync } from 'node:fs'
 import type { Test } from 'tap'
 import { createObject, unlinkObject } from '../../lib/posix-shm'
 
@@ -37,6 +37,16 @@ export function makeObject (t: Test, byteSize: number, label?: string): string {
 
 /** The object's file in the kernel's shm directory, to read or write it as another program would. */
 export const objectPath = (key: string) => `/dev/shm/${key.replace(/^\/+/, '')}`
+
+/** Objects of the shm directory whose names hold `suffix` (a run's random suffix). */
+export const shmLeftovers = (suffix: string): string[] => readdirSync('/dev/shm').filter((name) => name.includes(suffix))
+
+/** Removes, when the test ends, whatever objects named with `suffix` a failed run left behind. */
+export function removeLeftoversOnTeardown (t: Test, suffix: string): void {
+  t.teardown(() => {
+    for (const name of shmLeftovers(suffix)) rmSync(objectPath(name), { force: true })
+  })
+}
 
 /** Writes `bytes` into the object's file at `position`, as another program would (no mapping). */
 export function writeObjectFile (key: string, position: number, bytes: Uint8Array | number[]): void {

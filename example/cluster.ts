@@ -1,0 +1,86 @@
+/**
+ * The example service on several processes: `WORKERS=4 npm run example:server` runs it as four
+ * node:cluster workers on one port, sharing one registry (the plugin's `sharedRegistry` option),
+ * so a client may register on one connection and infer on another, whichever worker each reaches.
+ *
+ * The primary serves nothing itself. It makes a private directory for the registry's store, starts
+ * the workers with its path in SHARED_REGISTRY_PATH, starts another worker when one dies, and on
+ * SIGINT or SIGTERM stops the workers, then removes the directory.
+ */
+import cluster, { type Worker } from 'node:cluster'
+import { mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+
+const MAX_WORKERS = 256
+/** A worker still running this long after it was told to stop is killed. */
+const STOP_TIMEOUT_MS = 10_000
+
+/** The number of processes WORKERS asks for: 1 when unset. */
+export function workerCount (value: string | undefined): number {
+  if (value === undefined || value === '') return 1
+  const count = Number(value)
+  if (!/^\d+$/.test(value) || count < 1 || count > MAX_WORKERS) {
+    throw new Error(`WORKERS must be a whole number of processes from 1 to ${MAX_WORKERS}, got '${value}'`)
+  }
+  return count
+}
+
+/** One JSON line in the workers' log format (pino's), so one reader follows the whole service. */
+function log (level: 'info' | 'error', msg: string, fields: object = {}): void {
+  const levels = { info: 30, error: 50 }
+  process.stdout.write(JSON.stringify({ level: levels[level], time: Date.now(), pid: process.pid, hostname: os.hostname(), ...fields, msg }) + '\n')
+}
+
+/** Runs the primary: `workers` copies of this script (the workers) on one port and one registry. */
+export function runPrimary (workers: number): void {
+  // mkdtemp makes the directory with mode 0700: only this user can reach the store inside.
+  const directory = mkdtempSync(path.join(os.tmpdir(), 'fastify-triton-shm-example-'))
+  process.on('exit', () => rmSync(directory, { recursive: true, force: true }))
+  const env = { SHARED_REGISTRY_PATH: path.join(directory, 'registry.db') }
+  const running = new Set<Worker>()
+  let stopping = false
+
+  const start = (): void => {
+    const worker = cluster.fork(env)
+    running.add(worker)
+    let listened = false
+    worker.once('listening', () => { listened = true })
+    worker.once('exit', (code, signal) => {
+      running.delete(worker)
+      const fields = { workerPid: worker.process.pid, code, signal }
+      if (stopping) {
+        log('info', 'worker stopped', fields)
+        if (running.size === 0) process.exit()
+        return
+      }
+      if (!listened) {
+        // It never served: another one would fail the same way.
+        log('error', 'worker exited before it listened; stopping the service', fields)
+        process.exitCode = 1
+        return stop()
+      }
+      log('error', 'worker died; starting another', fields)
+      start()
+    })
+  }
+
+  const stop = (): void => {
+    if (stopping) return
+    stopping = true
+    if (running.size === 0) process.exit()
+    for (const worker of running) {
+      worker.process.kill('SIGTERM')
+      setTimeout(() => worker.process.kill('SIGKILL'), STOP_TIMEOUT_MS).unref()
+    }
+  }
+
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log('info', 'stopping the workers', { signal })
+      stop()
+    })
+  }
+  log('info', 'starting workers that share one registry', { workers, store: env.SHARED_REGISTRY_PATH })
+  for (let index = 0; index < workers; index++) start()
+}
