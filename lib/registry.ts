@@ -56,8 +56,6 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   readonly #log: RegistryLogger
   /** Refused registers and acquires, by error code. */
   readonly #rejections = new Map<string, number>()
-  /** Regions whose last lease here ended while the store could not be written: retried by sync. */
-  readonly #unreleased = new Set<Region>()
   /** Set by close(): nothing would unmap a region registered afterwards. */
   #closed = false
 
@@ -118,14 +116,15 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   /** Completes the deferred unregister of a record whose holders have all gone (a process that
    * held it died): true if it was removed. */
   #removeIfUnheld (record: RegionRecord): boolean {
-    const unheld = record.unregisterPending && this.#leasesHere(record.id) === 0 && !this.#store.heldElsewhere(record.id)
+    const unheld = record.unregisterPending && this.#leasesHere(record.id) === 0 && !this.#store.heldElsewhere(record)
     if (unheld) this.#store.remove(record.id)
     return unheld
   }
 
   #checkLimits (name: string, byteSize: number, records: ReadonlyMap<string, RegionRecord>): void {
     const { maxRegions, maxRegionBytes, maxTotalBytes } = this.#limits
-    if (records.size >= maxRegions) throw errors.tooManyRegions(name, maxRegions)
+    const mostRegions = Math.min(maxRegions, this.#store.maxRegions)
+    if (records.size >= mostRegions) throw errors.tooManyRegions(name, mostRegions)
     if (byteSize > maxRegionBytes) throw errors.regionTooLarge(name, byteSize, maxRegionBytes)
     if (totalBytes(records) + byteSize > maxTotalBytes) throw errors.totalTooLarge(name, byteSize, maxTotalBytes)
   }
@@ -153,7 +152,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     const record = this.#store.records().get(name)
     if (record === undefined) return
     const leasesHere = this.#leasesHere(record.id)
-    if (leasesHere === 0 && !this.#store.heldElsewhere(record.id)) return this.#store.remove(record.id)
+    if (leasesHere === 0 && !this.#store.heldElsewhere(record)) return this.#store.remove(record.id)
     if (!record.unregisterPending) this.#store.markUnregisterPending(record.id)
     this.#log.info({ region: name, liveLeases: leasesHere },
       'system shared memory region will be unregistered when its last lease ends')
@@ -266,46 +265,42 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
 
   /** Tells the store that this process holds leases on the region, before the first one is used. */
   #holdHere (region: Region): void {
-    if (this.#store.hold(region.record.id)) return
+    if (this.#store.hold(region.record)) return
     // Removed by another process since this one last looked.
     this.sync()
     throw errors.regionNotFound(region.record.name)
   }
 
+  /** The last holder anywhere of a region waiting for its unregister removes it. */
   #lastLeaseHereEnded (region: Region): void {
-    try {
-      this.#store.transaction(() => this.#letGo(region))
-    } catch (error) {
-      // The hold stays recorded (the region cannot go yet), and is let go at the next check.
-      this.#unreleased.add(region)
-      this.#log.info({ region: region.record.name, reason: (error as Error).message },
-        'could not record the end of the leases on a system shared memory region; will retry')
-      return
-    }
-    this.sync()
-    const gone = this.#closed || !this.#announced.has(region.record.id)
-    if (gone && this.#mapped.get(region.record.id) === region) this.#unmap(region)
+    const { record } = region
+    this.#store.letGo(record)
+    if (this.#current().get(record.name)?.unregisterPending === true) this.#removeIfHeldByNone(record.name)
+    const gone = this.#closed || !this.#announced.has(record.id)
+    if (gone && this.#mapped.get(record.id) === region) this.#unmap(region)
     if (this.#closed && this.#mapped.size === 0) this.#store.close()
   }
 
-  /** Ends this process's hold; the last holder anywhere completes a deferred unregister. */
-  #letGo (region: Region): void {
-    const { id } = region.record
-    this.#store.letGo(id)
-    const record = this.#store.records().get(region.record.name)
-    if (record?.id === id && record.unregisterPending && !this.#store.heldElsewhere(id)) this.#store.remove(id)
+  /** Completes a deferred unregister if nobody holds the region any more. A store that cannot
+   * do it now leaves it to the next check. */
+  #removeIfHeldByNone (name: string): void {
+    try {
+      this.#store.transaction(() => {
+        const record = this.#store.records().get(name)
+        if (record !== undefined) this.#removeIfUnheld(record)
+      })
+      this.sync()
+    } catch (error) {
+      this.#log.info({ region: name, reason: (error as Error).message },
+        'could not complete the deferred unregister of a system shared memory region; will retry')
+    }
   }
 
   /** Run now and then by a shared store: notices other processes' changes while this one makes
-   * no calls, retries holds it could not let go, and completes deferred unregisters whose holders
-   * died. */
+   * no calls, and completes deferred unregisters whose holders ended or died. */
   #check (): void {
     try {
-      const unreleased = [...this.#unreleased]
-      this.#unreleased.clear()
-      for (const region of unreleased) if (region.liveLeases === 0) this.#lastLeaseHereEnded(region)
-      const pending = [...this.#current().values()].filter((record) => record.unregisterPending)
-      if (pending.length > 0) this.#store.transaction(() => pending.forEach((record) => this.#removeIfUnheld(record)))
+      for (const record of this.#current().values()) if (record.unregisterPending) this.#removeIfHeldByNone(record.name)
       this.sync()
     } catch (error) {
       this.#log.info({ reason: (error as Error).message }, 'could not check the shared memory registry')
@@ -333,7 +328,12 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   close (): void {
     if (this.#closed) return
     this.#closed = true
-    if (this.#store.transaction(() => this.#store.lastUser())) this.unregisterAll()
+    try {
+      if (this.#store.transaction(() => this.#store.lastUser())) this.unregisterAll()
+    } catch (error) {
+      // A broken store must not keep the app from closing: the mappings below go all the same.
+      this.#log.info({ reason: (error as Error).message }, 'could not unregister the system shared memory regions at close')
+    }
     for (const region of [...this.#mapped.values()]) if (region.liveLeases === 0) this.#unmap(region)
     if (this.#mapped.size === 0) this.#store.close()
   }

@@ -11,6 +11,7 @@ import { once } from 'node:events'
 import Database from 'better-sqlite3'
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
+import { LeaseTable, PROCESS_SLOTS } from '../lib/store/lease-table'
 import { SqliteStore } from '../lib/store/sqlite-store'
 import { processStartTime } from '../lib/store/process-identity'
 import { optionalPeer } from '../lib/optional-peer'
@@ -158,28 +159,72 @@ t.test('an object the client removed after registering cannot be opened by a use
   t.notOk(a.has('r'))
 })
 
-t.test('holds of a process that is gone are let go', async (t) => {
+/** The store as another program sees it, and a process that is gone as a crash leaves it: its
+ * user row, and a lease counted in the lease table on each region registered now. */
+function deadHolder (t: Test, store: string): { raw: Database.Database, userId: number } {
+  const raw = new Database(store)
+  t.teardown(() => raw.close())
+  const slot = PROCESS_SLOTS - 1
+  const userId = Number(raw.prepare('INSERT INTO users (pid, start_time, slot) VALUES (?, 1, ?)').run(2 ** 22 + 1, slot).lastInsertRowid)
+  const table = new LeaseTable(raw.prepare('SELECT key FROM lease_table').pluck().get() as string, false)
+  for (const regionSlot of raw.prepare('SELECT slot FROM regions').pluck().all() as number[]) table.add(slot, regionSlot, 1)
+  table.close()
+  return { raw, userId }
+}
+
+t.test('leases of a process that is gone do not hold a region', async (t) => {
   const store = storePath(t)
   const a = user(t, store)
   const key = makeObject(t, PAGE_SIZE, 'gone')
   a.register('r', { key, byteSize: 8 })
-  // A user whose process is no more (no such pid), holding the region, as a crash leaves it.
-  const raw = new Database(store)
-  t.teardown(() => raw.close())
-  const dead = raw.prepare('INSERT INTO users (pid, start_time) VALUES (?, 1)').run(2 ** 22 + 1).lastInsertRowid
-  raw.prepare('INSERT INTO holds (region_id, user_id) SELECT id, ? FROM regions').run(dead)
+  const { raw, userId } = deadHolder(t, store)
   a.unregister('r')
   t.notOk(a.has('r'), 'the unregister is not deferred for a dead holder')
-  t.equal(raw.prepare('SELECT count(*) FROM users WHERE id = ?').pluck().get(dead), 0, 'the dead user is forgotten')
+  t.equal(raw.prepare('SELECT count(*) FROM users WHERE id = ?').pluck().get(userId), 0, 'the dead user is forgotten')
 
   // A deferred unregister whose last holder died before letting go: the name is free again.
   a.register('r', { key, byteSize: 8 })
-  const deadAgain = raw.prepare('INSERT INTO users (pid, start_time) VALUES (?, 1)').run(2 ** 22 + 1).lastInsertRowid
-  raw.prepare('INSERT INTO holds (region_id, user_id) SELECT id, ? FROM regions').run(deadAgain)
-  raw.exec('UPDATE regions SET unregister_pending = 1; UPDATE revision SET value = value + 1')
-  t.equal(a.counters().deferredUnregisters, 1)
+  deadHolder(t, store).raw.exec('UPDATE regions SET unregister_pending = 1')
+  await whenEvent(a, 'unregister', () => !a.has('r'), 'a check completing the unregister')
   a.register('r', { key, byteSize: 16 })
   t.same(a.status('r'), [{ name: 'r', key, offset: 0, byte_size: 16 }], 'registered anew')
+})
+
+t.test('a store whose lease table is gone (the machine restarted) starts anew', async (t) => {
+  const store = storePath(t)
+  const key = makeObject(t, PAGE_SIZE, 'rebooted')
+  user(t, store).register('r', { key, byteSize: 8 })
+  const raw = new Database(store)
+  t.teardown(() => raw.close())
+  // As a restart leaves it: the file's rows, without the processes or the shared memory.
+  raw.exec("DELETE FROM users; UPDATE lease_table SET key = '/fastify-triton-shm-leases-0000000000000000'")
+  const fresh = user(t, store)
+  t.same(fresh.status(), [], 'an empty registry')
+  fresh.register('r', { key, byteSize: 8 })
+  t.ok(fresh.has('r'))
+})
+
+t.test('at most PROCESS_SLOTS processes share a registry', async (t) => {
+  const store = storePath(t)
+  user(t, store)
+  const raw = new Database(store)
+  t.teardown(() => raw.close())
+  const live = raw.prepare('INSERT INTO users (pid, start_time, slot) VALUES (?, ?, ?)')
+  const startTime = processStartTime(process.pid)
+  for (let slot = 1; slot < PROCESS_SLOTS; slot++) live.run(process.pid, startTime, slot)
+  t.throws(() => new Registry({ sharedRegistry: { path: store } }), { message: /at most 128 processes can share a registry/ })
+})
+
+t.test('a change committed without its announcement (its writer died) is noticed within checkIntervalMs', async (t) => {
+  const store = storePath(t)
+  const a = user(t, store)
+  const key = makeObject(t, PAGE_SIZE, 'unannounced')
+  const raw = new Database(store)
+  t.teardown(() => raw.close())
+  t.same(a.status(), [])
+  raw.prepare("INSERT INTO regions (name, key, offset, byte_size, slot) VALUES ('r', ?, 0, 8, 0)").run(key)
+  await whenEvent(a, 'register', () => a.has('r'), 'the registration being noticed')
+  t.same(a.acquire('r', 0, 8).buffer.length, 8)
 })
 
 t.test('a registration the store refuses after mapping leaves no mapping behind', async (t) => {
@@ -298,7 +343,7 @@ t.test('the store file is private, and a path that cannot be a store fails with 
     'the plugin fails app.ready()')
 })
 
-t.test('a busy store: the request gets a clean 500 and nothing changes; held leases are let go later', async (t) => {
+t.test('a busy store: the request gets a clean 500 and nothing changes; what must wait is done later', async (t) => {
   const store = storePath(t)
   const capture = new LogCapture()
   const app = await buildApp(t, { sharedRegistry: { path: store, busyTimeoutMs: 20, checkIntervalMs: 50 } },
@@ -307,12 +352,7 @@ t.test('a busy store: the request gets a clean 500 and nothing changes; held lea
   const registry = app.systemSharedMemory
   registry.register('r', { key, byteSize: 8 })
   const lease = registry.acquire('r', 0, 1)
-
-  // A region waiting for another user's lease: each check tries to complete its unregister.
-  const other = user(t, store)
-  registry.register('p', { key, byteSize: 8 })
-  const otherLease = other.acquire('p', 0, 1)
-  registry.unregister('p')
+  registry.unregister('r')
 
   const blocker = new Database(store)
   t.teardown(() => blocker.close())
@@ -321,20 +361,34 @@ t.test('a busy store: the request gets a clean 500 and nothing changes; held lea
   assertError(t, response, 500, 'the shared memory registry is unavailable, try again')
   t.notMatch(response.body, store, 'the store\'s path is not sent')
   t.throws(() => registry.unregister('r'), { code: 'ERR_SHM_STORE_FAILED' })
-  t.doesNotThrow(() => lease.release(), 'a release that cannot be recorded now does not throw')
+  const second = registry.acquire('r', 0, 1)
+  t.same(second.buffer.length, 1, 'leases need no write: they go on')
+  second.release()
+  t.doesNotThrow(() => lease.release(), 'a last lease whose unregister cannot be completed now does not throw')
   t.ok(capture.lines.some((line) => /will retry/.test(line.msg)), 'it is logged, and retried')
-  await whenEvent(capture, 'line', () => capture.withMessage('could not check the shared memory registry').length > 0,
-    'a check failing on the busy store')
-  blocker.exec('COMMIT')
-  otherLease.release()
-
   t.same(names(registry), ['r'], 'nothing changed')
-  t.equal(mappingsOf(key).length, 1, 'and nothing leaked')
-  // If the retry has not let go of the hold yet, this unregister is deferred until it does.
+
   const gone = once(registry, 'unregister')
-  other.unregister('r')
-  await bounded(gone, 'the region going once the store is free')
+  blocker.exec('COMMIT')
+  await bounded(gone, 'the unregister completed once the store is free')
   t.same(names(registry), [])
+  t.same(mappingsOf(key), [], 'and nothing leaked')
+})
+
+t.test('a broken store: requests get a clean 500, and checks say so in the log', async (t) => {
+  const store = storePath(t)
+  const capture = new LogCapture()
+  const app = await buildApp(t, { sharedRegistry: { path: store, checkIntervalMs: 50 } }, { logger: { level: 'info', stream: capture.stream } })
+  const raw = new Database(store)
+  t.teardown(() => raw.close())
+  raw.exec('DROP TABLE regions')
+  const key = makeObject(t, PAGE_SIZE, 'broken')
+  const response = await app.inject({ method: 'POST', url: `${SYSTEM}/region/r/register`, payload: registerBody(key, 8) })
+  assertError(t, response, 500, 'the shared memory registry is unavailable, try again')
+  await whenEvent(capture, 'line', () => capture.withMessage('could not check the shared memory registry').length > 0,
+    'a check failing on the broken store')
+  await t.resolves(app.close(), 'the app still closes')
+  t.ok(capture.withMessage('could not unregister the system shared memory regions at close').length > 0, 'saying what it could not do')
 })
 
 t.test('better-sqlite3 is loaded only for sharedRegistry, with an error naming it if absent', async (t) => {

@@ -38,9 +38,11 @@ export class MemoryStore implements RegionStore {
     this.version++
   }
 
+  readonly maxRegions = Number.POSITIVE_INFINITY
+
   // One process, one registry: its own lease counts are the only holds there are.
-  hold (id: number): boolean {
-    return this.#byId.has(id)
+  hold (record: RegionRecord): boolean {
+    return this.#byId.has(record.id)
   }
 
   letGo (): void {}

@@ -30,12 +30,15 @@ export interface RegionStore {
   add(region: NewRegion): RegionRecord
   markUnregisterPending(id: number): void
   remove(id: number): void
-  /** This user of the store starts holding leases on a record; false if the record is gone. */
-  hold(id: number): boolean
+  /** This user starts holding leases on a record (before it uses the first one); false if the
+   * record is gone. */
+  hold(record: RegionRecord): boolean
   /** This user's leases on a record have all ended. */
-  letGo(id: number): void
+  letGo(record: RegionRecord): void
   /** Whether another user (another process, still alive) holds leases on a record. */
-  heldElsewhere(id: number): boolean
+  heldElsewhere(record: RegionRecord): boolean
+  /** Most records the store can keep (the registry's `maxRegions` may be lower). */
+  readonly maxRegions: number
   /** Whether nobody else uses the store: closing this user then ends the registry itself. */
   lastUser(): boolean
   /** Calls `check` now and then while the store is open, so a user that makes no calls still

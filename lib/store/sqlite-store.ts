@@ -1,13 +1,15 @@
 /**
  * The shared store: one SQLite file (WAL mode) that every process of a service opens, so they all
- * see one registry. Each open store is a "user" of the file, recorded with its process's identity;
- * a user that holds leases on a region has a row in `holds`, so an unregister anywhere can tell
- * whether the region is still in use somewhere, and holds of a process that died are let go.
+ * see one registry. The file holds the records and the processes using it (pid and start time,
+ * so that those that died are recognised); who holds leases is counted in a lease table in shared
+ * memory beside it, so a request writes nothing to the file.
  */
+import { randomBytes } from 'node:crypto'
 import { closeSync, constants, openSync } from 'node:fs'
 import type { SharedRegistryOptions } from '../../types'
 import { storeFailed } from '../errors'
 import { optionalPeer } from '../optional-peer'
+import { LEASE_TABLE_PREFIX, LeaseTable, PROCESS_SLOTS, REGION_SLOTS } from './lease-table'
 import { isAlive, thisProcess } from './process-identity'
 import type { NewRegion, RegionRecord, RegionStore } from './region-store'
 import type { Database, DatabaseConstructor, Statement } from './sqlite-driver'
@@ -23,26 +25,21 @@ const SCHEMA = `
     key TEXT NOT NULL,
     offset INTEGER NOT NULL,
     byte_size INTEGER NOT NULL,
-    unregister_pending INTEGER NOT NULL DEFAULT 0
+    unregister_pending INTEGER NOT NULL DEFAULT 0,
+    slot INTEGER NOT NULL UNIQUE
   );
   CREATE TABLE IF NOT EXISTS users (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     pid INTEGER NOT NULL,
-    start_time INTEGER NOT NULL
+    start_time INTEGER NOT NULL,
+    slot INTEGER NOT NULL
   );
-  CREATE TABLE IF NOT EXISTS holds (
-    region_id INTEGER NOT NULL,
-    user_id INTEGER NOT NULL,
-    PRIMARY KEY (region_id, user_id)
-  ) WITHOUT ROWID;
-  -- Bumped by every change of regions: a process rereads them only when it moved, not whenever
-  -- another process takes or lets go of a hold.
-  CREATE TABLE IF NOT EXISTS revision (value INTEGER NOT NULL);
-  INSERT INTO revision SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM revision);
+  -- The lease table of the registry's current life.
+  CREATE TABLE IF NOT EXISTS lease_table (key TEXT NOT NULL);
 `
 
-interface RegionRow { id: number, name: string, key: string, offset: number, byte_size: number, unregister_pending: number }
-interface UserRow { id: number, pid: number, start_time: number }
+interface RegionRow { id: number, name: string, key: string, offset: number, byte_size: number, unregister_pending: number, slot: number }
+interface UserRow { id: number, pid: number, start_time: number, slot: number }
 
 const toRecord = (row: RegionRow): RegionRecord => ({
   id: row.id,
@@ -59,14 +56,28 @@ function createPrivately (path: string): void {
   closeSync(openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600))
 }
 
+/** The lowest slot not in `used`. */
+function freeSlot (used: Iterable<number>, slots: number): number | undefined {
+  const taken = new Set(used)
+  for (let slot = 0; slot < slots; slot++) if (!taken.has(slot)) return slot
+  return undefined
+}
+
 export class SqliteStore implements RegionStore {
+  readonly maxRegions = REGION_SLOTS
   readonly #db: Database
   readonly #statements: ReturnType<typeof prepare>
-  readonly #userId: number
   readonly #checkIntervalMs: number
+  #userId = 0
+  #slot = 0
+  #leases!: LeaseTable
+  #leaseTableKey = ''
   #records: ReadonlyMap<string, RegionRecord> = new Map()
+  /** Region slots by record id. */
+  #regionSlots = new Map<number, number>()
+  /** The lease table's revision when the records were last read. */
+  #revision = Number.NaN
   #dataVersion = -1
-  #revision = -1
   #watcher: NodeJS.Timeout | undefined
   #open = true
   version = 0
@@ -86,61 +97,76 @@ export class SqliteStore implements RegionStore {
       db.exec(SCHEMA)
       this.#db = db
       this.#statements = prepare(db)
-      this.#userId = this.#join()
+      this.#db.transaction(() => this.#join()).immediate()
     } catch (error) {
+      this.#leases?.close()
       db?.close()
       throw new Error(`fastify-triton-shm: cannot open the shared registry store '${path}': ${(error as Error).message}`, { cause: error })
     }
   }
 
-  /** Records this user. The first one to arrive after every earlier process has gone starts an
-   * empty registry: registrations die with the service, as they do with a Triton server. */
-  #join (): number {
-    return this.#db.transaction(() => {
-      if (this.#liveUsers().length === 0) this.#clear()
-      const { pid, startTime } = thisProcess()
-      return Number(this.#statements.addUser.run(pid, startTime).lastInsertRowid)
-    }).immediate()
+  /** Records this process and maps the lease table. The first process to arrive after every
+   * earlier one has gone starts an empty registry, with a new table: registrations die with the
+   * service, as they do with a Triton server. */
+  #join (): void {
+    const others = this.#liveUsers()
+    const previous = this.#statements.leaseTable.get() as string | undefined
+    const starting = others.length === 0 || previous === undefined
+    if (starting) {
+      if (previous !== undefined) LeaseTable.remove(previous)
+      this.#db.exec('DELETE FROM regions; DELETE FROM users; DELETE FROM lease_table')
+      this.#leaseTableKey = `/${LEASE_TABLE_PREFIX}${randomBytes(8).toString('hex')}`
+      this.#statements.setLeaseTable.run(this.#leaseTableKey)
+    } else {
+      this.#leaseTableKey = previous
+    }
+    this.#leases = new LeaseTable(this.#leaseTableKey, starting)
+    const slot = freeSlot(others.map((user) => user.slot), PROCESS_SLOTS)
+    if (slot === undefined) throw new Error(`at most ${PROCESS_SLOTS} processes can share a registry`)
+    this.#slot = slot
+    this.#leases.clear([slot], (this.#statements.regionSlots.all() as number[]))
+    const { pid, startTime } = thisProcess()
+    this.#userId = Number(this.#statements.addUser.run(pid, startTime, slot).lastInsertRowid)
   }
 
-  /** Users other than this one whose process is alive; the others are forgotten, with their holds. */
+  /** Users other than this one whose process is alive; the others are forgotten. */
   #liveUsers (): UserRow[] {
-    const users = this.#statements.otherUsers.all(this.#userId ?? 0) as UserRow[]
+    const users = this.#statements.otherUsers.all(this.#userId) as UserRow[]
     return users.filter((user) => {
       if (isAlive({ pid: user.pid, startTime: user.start_time })) return true
-      this.#statements.removeHoldsOf.run(user.id)
       this.#statements.removeUser.run(user.id)
       return false
     })
   }
 
-  #clear (): void {
-    this.#db.exec('DELETE FROM regions; DELETE FROM holds; DELETE FROM users')
-    this.#changed()
-  }
-
   records (): ReadonlyMap<string, RegionRecord> {
-    if (!this.#open) return this.#records
-    return this.#guard(() => this.#refresh())
-  }
-
-  /** Rereads the regions if another process changed them: one `PRAGMA data_version` when nothing
-   * was written anywhere, one more read when only holds were. */
-  #refresh (): ReadonlyMap<string, RegionRecord> {
-    const dataVersion = this.#statements.dataVersion.get() as number
-    if (dataVersion === this.#dataVersion) return this.#records
-    this.#dataVersion = dataVersion
-    const revision = this.#statements.revision.get() as number
-    if (revision === this.#revision) return this.#records
-    this.#revision = revision
-    const rows = this.#statements.regions.all() as RegionRow[]
-    this.#records = new Map(rows.map((row) => [row.name, toRecord(row)]))
-    this.version++
+    if (this.#open && this.#leases.revision !== this.#revision) this.#guard(() => this.#reread())
     return this.#records
   }
 
+  #reread (): void {
+    // The revision first: a change made while reading bumps it again, and is read next time.
+    this.#revision = this.#leases.revision
+    const rows = this.#statements.regions.all() as RegionRow[]
+    this.#records = new Map(rows.map((row) => [row.name, toRecord(row)]))
+    this.#regionSlots = new Map(rows.map((row) => [row.id, row.slot]))
+    this.version++
+  }
+
+  /** Changes are announced through the lease table's revision, before (so nobody keeps what it
+   * read meanwhile) and after the commit; inside, the records are always read afresh. */
   transaction<T> (change: () => T): T {
-    return this.#guard(() => this.#db.transaction(change).immediate())
+    return this.#guard(() => {
+      this.#leases.bumpRevision()
+      try {
+        return this.#db.transaction(() => {
+          this.#reread()
+          return change()
+        }).immediate()
+      } finally {
+        this.#leases.bumpRevision()
+      }
+    })
   }
 
   /** SQLite's own errors (a busy, corrupt or vanished store) become a 500 for the request; the
@@ -155,60 +181,72 @@ export class SqliteStore implements RegionStore {
   }
 
   add ({ name, key, offset, byteSize }: NewRegion): RegionRecord {
-    const id = Number(this.#statements.addRegion.run(name, key, offset, byteSize).lastInsertRowid)
-    this.#changed()
+    // The registry keeps the count within maxRegions: a slot is free.
+    const slot = freeSlot(this.#regionSlots.values(), REGION_SLOTS) as number
+    // A process that died holding a region that had this slot may have left a count behind.
+    const live = new Set([this.#slot, ...this.#liveUsers().map((user) => user.slot)])
+    const gone = Array.from({ length: PROCESS_SLOTS }, (_, processSlot) => processSlot).filter((processSlot) => !live.has(processSlot))
+    this.#leases.clear(gone, [slot])
+    const id = Number(this.#statements.addRegion.run(name, key, offset, byteSize, slot).lastInsertRowid)
+    this.#regionSlots.set(id, slot)
     return { id, name, key, offset, byteSize, unregisterPending: false }
   }
 
   markUnregisterPending (id: number): void {
     this.#statements.markPending.run(id)
-    this.#changed()
   }
 
   remove (id: number): void {
-    this.#statements.removeHoldsOn.run(id)
     this.#statements.removeRegion.run(id)
-    this.#changed()
+    this.#regionSlots.delete(id)
   }
 
-  /** Our own writes leave `data_version` as it was: bump the revision, and forget what we read. */
-  #changed (): void {
-    this.#statements.bumpRevision.run()
-    this.#dataVersion = -1
+  hold (record: RegionRecord): boolean {
+    const slot = this.#regionSlots.get(record.id) as number
+    this.#leases.add(this.#slot, slot, 1)
+    // Counted before looking again: an unregister that did not see the count has bumped the
+    // revision by now, and the record is read afresh.
+    if (this.records().get(record.name)?.id === record.id) return true
+    this.#leases.add(this.#slot, slot, -1)
+    return false
   }
 
-  hold (id: number): boolean {
-    return this.#guard(() => this.#statements.hold.run(this.#userId, id).changes === 1)
+  letGo (record: RegionRecord): void {
+    this.#leases.add(this.#slot, this.#regionSlots.get(record.id) as number, -1)
   }
 
-  letGo (id: number): void {
-    this.#statements.letGo.run(id, this.#userId)
-  }
-
-  heldElsewhere (id: number): boolean {
-    const holders = new Set(this.#statements.holders.all(id, this.#userId).map((row) => (row as { user_id: number }).user_id))
-    return holders.size > 0 && this.#liveUsers().some((user) => holders.has(user.id))
+  heldElsewhere (record: RegionRecord): boolean {
+    return this.#leases.held(this.#regionSlots.get(record.id) as number, this.#liveUsers().map((user) => user.slot))
   }
 
   lastUser (): boolean {
     return this.#liveUsers().length === 0
   }
 
+  /** Also catches a change whose writer died between its commit and its second bump. */
   watch (check: () => void): void {
-    this.#watcher = setInterval(check, this.#checkIntervalMs).unref()
+    this.#watcher = setInterval(() => {
+      const dataVersion = this.#statements.dataVersion.get() as number
+      if (dataVersion !== this.#dataVersion) this.#revision = Number.NaN
+      this.#dataVersion = dataVersion
+      check()
+    }, this.#checkIntervalMs).unref()
   }
 
-  /** Leaves the store: this user's holds go with it. Called once. */
+  /** Leaves the store. The last process out removes the lease table. */
   close (): void {
     this.#open = false
     clearInterval(this.#watcher)
     this.#records = new Map()
     try {
       this.#db.transaction(() => {
-        this.#statements.removeHoldsOf.run(this.#userId)
         this.#statements.removeUser.run(this.#userId)
+        if (this.#liveUsers().length > 0) return
+        this.#db.exec('DELETE FROM lease_table')
+        LeaseTable.remove(this.#leaseTableKey)
       }).immediate()
     } finally {
+      this.#leases.close()
       this.#db.close()
     }
   }
@@ -218,20 +256,15 @@ function prepare (db: Database) {
   const statement = (sql: string): Statement => db.prepare(sql)
   return {
     dataVersion: statement('PRAGMA data_version').pluck(),
-    revision: statement('SELECT value FROM revision').pluck(),
-    bumpRevision: statement('UPDATE revision SET value = value + 1'),
-    regions: statement('SELECT id, name, key, offset, byte_size, unregister_pending FROM regions'),
-    addRegion: statement('INSERT INTO regions (name, key, offset, byte_size) VALUES (?, ?, ?, ?)'),
+    regions: statement('SELECT id, name, key, offset, byte_size, unregister_pending, slot FROM regions'),
+    regionSlots: statement('SELECT slot FROM regions').pluck(),
+    addRegion: statement('INSERT INTO regions (name, key, offset, byte_size, slot) VALUES (?, ?, ?, ?, ?)'),
     markPending: statement('UPDATE regions SET unregister_pending = 1 WHERE id = ?'),
     removeRegion: statement('DELETE FROM regions WHERE id = ?'),
-    removeHoldsOn: statement('DELETE FROM holds WHERE region_id = ?'),
-    // Holds only a region that still exists: `changes` is 0 if it went in the meantime.
-    hold: statement('INSERT OR REPLACE INTO holds (region_id, user_id) SELECT id, ? FROM regions WHERE id = ?'),
-    letGo: statement('DELETE FROM holds WHERE region_id = ? AND user_id = ?'),
-    holders: statement('SELECT user_id FROM holds WHERE region_id = ? AND user_id != ?'),
-    addUser: statement('INSERT INTO users (pid, start_time) VALUES (?, ?)'),
-    otherUsers: statement('SELECT id, pid, start_time FROM users WHERE id != ?'),
+    addUser: statement('INSERT INTO users (pid, start_time, slot) VALUES (?, ?, ?)'),
+    otherUsers: statement('SELECT id, pid, start_time, slot FROM users WHERE id != ?'),
     removeUser: statement('DELETE FROM users WHERE id = ?'),
-    removeHoldsOf: statement('DELETE FROM holds WHERE user_id = ?')
+    leaseTable: statement('SELECT key FROM lease_table').pluck(),
+    setLeaseTable: statement('INSERT INTO lease_table (key) VALUES (?)')
   }
 }

@@ -1,0 +1,74 @@
+/**
+ * Who holds leases on which region, in shared memory that every process of a shared registry
+ * maps: one counter per (process slot, region slot). Taking and ending a lease is an atomic add on
+ * this process's own counter, never a write to the store; an unregister reads the region's
+ * counters of every live process. The first cell is the registry's revision, bumped around every
+ * change of its records, so that one load tells a process whether it must reread them.
+ */
+import { createObject, MappedRange, unlinkObject } from '../posix-shm'
+
+/** Lease tables are named with this prefix (and a random part); clients can never register it. */
+export const LEASE_TABLE_PREFIX = 'fastify-triton-shm-leases-'
+
+/** Most processes that can share one registry. */
+export const PROCESS_SLOTS = 128
+/** Most regions a shared registry can hold. */
+export const REGION_SLOTS = 8192
+/** The revision, alone on its cache line. */
+const HEADER_CELLS = 16
+const BYTE_SIZE = (HEADER_CELLS + PROCESS_SLOTS * REGION_SLOTS) * Int32Array.BYTES_PER_ELEMENT
+
+/** A region's counters are side by side: an unregister reads one short run of memory. */
+const cell = (processSlot: number, regionSlot: number) => HEADER_CELLS + regionSlot * PROCESS_SLOTS + processSlot
+
+export class LeaseTable {
+  readonly #mapping: MappedRange
+  readonly #cells: Int32Array
+
+  /** Maps the table `key`, making it (zeroed, mode 0600) if `create`. */
+  constructor (key: string, create: boolean) {
+    if (create) createObject(key, BYTE_SIZE)
+    this.#mapping = new MappedRange(key, 0, BYTE_SIZE)
+    this.#cells = new Int32Array(this.#mapping.window(0, BYTE_SIZE))
+  }
+
+  static remove (key: string): void {
+    try {
+      unlinkObject(key)
+    } catch {
+      // Already gone: removed by another process leaving at the same time.
+    }
+  }
+
+  // Atomics are sequentially consistent: a lease's add, then its load of the revision, cannot pass
+  // an unregister's bump of the revision, then its load of the counters. One of the two sees the other.
+
+  get revision (): number {
+    return Atomics.load(this.#cells, 0)
+  }
+
+  bumpRevision (): void {
+    Atomics.add(this.#cells, 0, 1)
+  }
+
+  add (processSlot: number, regionSlot: number, leases: number): void {
+    Atomics.add(this.#cells, cell(processSlot, regionSlot), leases)
+  }
+
+  /** Whether any of these processes holds leases on the region. */
+  held (regionSlot: number, processSlots: number[]): boolean {
+    return processSlots.some((processSlot) => Atomics.load(this.#cells, cell(processSlot, regionSlot)) > 0)
+  }
+
+  /** Zeroes what processes that are gone left in these cells, before they are used again (a
+   * process slot's cells of the regions registered now; a region slot's cells of every process). */
+  clear (processSlots: number[], regionSlots: number[]): void {
+    for (const processSlot of processSlots) {
+      for (const regionSlot of regionSlots) Atomics.store(this.#cells, cell(processSlot, regionSlot), 0)
+    }
+  }
+
+  close (): void {
+    this.#mapping.unmap()
+  }
+}
