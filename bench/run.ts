@@ -157,8 +157,8 @@ async function main () {
       num(leaseNs[leaseCase].inProcess), num(leaseNs[leaseCase].shared),
       ratio(leaseNs[leaseCase].shared / leaseNs[leaseCase].inProcess), `${num((leaseNs[leaseCase].shared - leaseNs[leaseCase].inProcess) / 1000)} µs`]),
     ['shared: `new Registry({ sharedRegistry: { path } })`, the SQLite store in a directory on tmpfs (/dev/shm), one process.',
-      'another lease live: the steady state of a busy service, one `PRAGMA data_version` check per call.',
-      'alone: the first lease writes this process\'s hold row, the last release removes it (a write transaction each).']))
+      'another lease live: the steady state of a busy service: one atomic load of the registry\'s revision per call.',
+      'alone: the first lease and the last release also add to this process\'s counter in the lease table (atomics; no store write).']))
 
   const memcpy = new MemcpyBaseline()
   progress(`compiling bench/server.ts to plain JS and starting it as a child process${profileDir === undefined ? '' : ` (CPU profile to ${profileDir})`}`)

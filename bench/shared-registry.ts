@@ -2,8 +2,9 @@
  * What `sharedRegistry` costs, against the in-process registry measured in the same run, with the
  * store on a tmpfs (a directory in /dev/shm, removed at exit), as the README recommends:
  *   - acquire + release of a 64 KiB region, in this process, while another lease on the region is
- *     live (the steady state of a busy service: one `PRAGMA data_version` check per call), and
- *     alone (the first lease writes this process's hold row, the last release removes it);
+ *     live (the steady state of a busy service: one atomic load of the registry's revision per
+ *     call), and alone (the first lease and the last release also add to this process's counter
+ *     in the lease table: atomics, no write to the store);
  *   - shared-memory inference at 64 KiB: the server's CPU time per request, a server child with
  *     `sharedRegistry` against one without, in alternating runs.
  */

@@ -122,6 +122,15 @@ t.test('without a compiler, python or make: installs from the prebuild and serve
     error: "fastify-triton-shm/onnxruntime needs the package 'onnxruntime-node': npm install onnxruntime-node"
   }, 'fastify-triton-shm/onnxruntime from ESM and CommonJS, without the runtime')
 
+  // So is better-sqlite3: a registry without sharedRegistry never loads it; with it, the error says what to install.
+  t.throws(() => run(process.execPath, ['-e', "require.resolve('better-sqlite3')"], project, env), 'better-sqlite3 is not installed')
+  const shared = run(process.execPath, ['-e',
+    "const { Registry } = require('fastify-triton-shm')\n" +
+    'new Registry().close()\n' +
+    "try { new Registry({ sharedRegistry: { path: 'never-created.db' } }) } catch (error) { console.log(error.message) }"], project, env)
+  t.equal(shared.trim(), "fastify-triton-shm: the sharedRegistry option needs the package 'better-sqlite3': npm install better-sqlite3",
+    'sharedRegistry without better-sqlite3')
+
   t.test('the arm64 prebuild, under qemu with an arm64 Node: loads, maps, registers, leases, unregisters', async (t) => {
     const node = arm64Node()
     if ('missing' in node) {
