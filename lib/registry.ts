@@ -113,8 +113,8 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     this.sync()
   }
 
-  /** Completes the deferred unregister of a record whose holders have all gone (a process that
-   * held it died): true if it was removed. */
+  /** Completes the deferred unregister of a record once nobody holds it any more (its last lease
+   * ended, or the processes that held it died): true if it was removed. */
   #removeIfUnheld (record: RegionRecord): boolean {
     const unheld = record.unregisterPending && this.#leasesHere(record.id) === 0 && !this.#store.heldElsewhere(record)
     if (unheld) this.#store.remove(record.id)
