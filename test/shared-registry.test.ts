@@ -33,12 +33,23 @@ function user (t: Test, store: string, options: RegistryOptions = {}): Registry 
   return registry
 }
 
+/** A connection of its own to the store, as another program (or a crashed process) writes it. */
+function connect (t: Test, store: string): Database.Database {
+  const connection = new Database(store)
+  t.teardown(() => connection.close())
+  return connection
+}
+
+/** Two users of one new store, and an object of one page. */
+function twoUsers (t: Test, label: string): { a: Registry, b: Registry, key: string } {
+  const store = storePath(t)
+  return { a: user(t, store), b: user(t, store), key: makeObject(t, PAGE_SIZE, label) }
+}
+
 const names = (registry: SystemSharedMemoryRegistry) => registry.status().map((region) => region.name)
 
 t.test('one truth: every user sees every change at its next call', async (t) => {
-  const store = storePath(t)
-  const [a, b] = [user(t, store), user(t, store)]
-  const key = makeObject(t, PAGE_SIZE, 'truth')
+  const { a, b, key } = twoUsers(t, 'truth')
   writeObjectFile(key, 0, [1, 2, 3, 4])
 
   a.register('z', { key, byteSize: 8 })
@@ -60,9 +71,7 @@ t.test('one truth: every user sees every change at its next call', async (t) => 
 })
 
 t.test('names are unique across users, and every message is the single-process one', async (t) => {
-  const store = storePath(t)
-  const [a, b] = [user(t, store), user(t, store)]
-  const key = makeObject(t, PAGE_SIZE, 'unique')
+  const { a, b, key } = twoUsers(t, 'unique')
   a.register('r', { key, byteSize: 8 })
   t.throws(() => b.register('r', { key, byteSize: 8 }), { statusCode: 400, message: "shared memory region 'r' already in manager" })
   t.throws(() => b.register('s', { key, byteSize: PAGE_SIZE + 1 }),
@@ -94,9 +103,7 @@ t.test('a name registered again is a new registration: never served from the old
 })
 
 t.test('deferred unregister: a lease in any user keeps the region, and its end removes it everywhere', async (t) => {
-  const store = storePath(t)
-  const [a, b] = [user(t, store), user(t, store)]
-  const key = makeObject(t, PAGE_SIZE, 'deferred')
+  const { a, b, key } = twoUsers(t, 'deferred')
   writeObjectFile(key, 0, [7])
   a.register('r', { key, byteSize: 8 })
   const lease = b.acquire('r', 0, 1)
@@ -121,9 +128,7 @@ t.test('deferred unregister: a lease in any user keeps the region, and its end r
 })
 
 t.test('a lease in the unregistering user itself defers too', async (t) => {
-  const store = storePath(t)
-  const [a, b] = [user(t, store), user(t, store)]
-  const key = makeObject(t, PAGE_SIZE, 'own')
+  const { a, b, key } = twoUsers(t, 'own')
   a.register('r', { key, byteSize: 8 })
   const lease = a.acquire('r', 0, 1)
   b.unregister('r')
@@ -133,9 +138,7 @@ t.test('a lease in the unregistering user itself defers too', async (t) => {
 })
 
 t.test('a region removed while a user was about to take its first lease is not leased', async (t) => {
-  const store = storePath(t)
-  const [a, b] = [user(t, store), user(t, store)]
-  const key = makeObject(t, PAGE_SIZE, 'vanishing')
+  const { a, b, key } = twoUsers(t, 'vanishing')
   a.register('r', { key, byteSize: 8 })
   // b notices the registration inside acquire; its listener unregisters it through a, in between.
   b.once('register', () => a.unregister('r'))
@@ -145,9 +148,7 @@ t.test('a region removed while a user was about to take its first lease is not l
 })
 
 t.test('an object the client removed after registering cannot be opened by a user that never mapped it', async (t) => {
-  const store = storePath(t)
-  const [a, b] = [user(t, store), user(t, store)]
-  const key = makeObject(t, PAGE_SIZE, 'removed')
+  const { a, b, key } = twoUsers(t, 'removed')
   a.register('r', { key, byteSize: 8 })
   unlinkObject(key)
   t.doesNotThrow(() => a.acquire('r', 0, 1).release(), 'the registering user still has it mapped')
@@ -162,8 +163,7 @@ t.test('an object the client removed after registering cannot be opened by a use
 /** The store as another program sees it, and a process that is gone as a crash leaves it: its
  * user row, and a lease counted in the lease table on each region registered now. */
 function deadHolder (t: Test, store: string): { raw: Database.Database, userId: number } {
-  const raw = new Database(store)
-  t.teardown(() => raw.close())
+  const raw = connect(t, store)
   const slot = PROCESS_SLOTS - 1
   const userId = Number(raw.prepare('INSERT INTO users (pid, start_time, slot) VALUES (?, 1, ?)').run(2 ** 22 + 1, slot).lastInsertRowid)
   const table = new LeaseTable(raw.prepare('SELECT key FROM lease_table').pluck().get() as string, false)
@@ -194,8 +194,7 @@ t.test('a store whose lease table is gone (the machine restarted) starts anew', 
   const store = storePath(t)
   const key = makeObject(t, PAGE_SIZE, 'rebooted')
   user(t, store).register('r', { key, byteSize: 8 })
-  const raw = new Database(store)
-  t.teardown(() => raw.close())
+  const raw = connect(t, store)
   // As a restart leaves it: the file's rows, without the processes or the shared memory.
   raw.exec("DELETE FROM users; UPDATE lease_table SET key = '/fastify-triton-shm-leases-0000000000000000'")
   const fresh = user(t, store)
@@ -207,8 +206,7 @@ t.test('a store whose lease table is gone (the machine restarted) starts anew', 
 t.test('at most PROCESS_SLOTS processes share a registry', async (t) => {
   const store = storePath(t)
   user(t, store)
-  const raw = new Database(store)
-  t.teardown(() => raw.close())
+  const raw = connect(t, store)
   const live = raw.prepare('INSERT INTO users (pid, start_time, slot) VALUES (?, ?, ?)')
   const startTime = processStartTime(process.pid)
   for (let slot = 1; slot < PROCESS_SLOTS; slot++) live.run(process.pid, startTime, slot)
@@ -219,8 +217,7 @@ t.test('a change committed without its announcement (its writer died) is noticed
   const store = storePath(t)
   const a = user(t, store)
   const key = makeObject(t, PAGE_SIZE, 'unannounced')
-  const raw = new Database(store)
-  t.teardown(() => raw.close())
+  const raw = connect(t, store)
   t.same(a.status(), [])
   raw.prepare("INSERT INTO regions (name, key, offset, byte_size, slot) VALUES ('r', ?, 0, 8, 0)").run(key)
   await whenEvent(a, 'register', () => a.has('r'), 'the registration being noticed')
@@ -231,8 +228,7 @@ t.test('a registration the store refuses after mapping leaves no mapping behind'
   const store = storePath(t)
   const a = user(t, store)
   const key = makeObject(t, PAGE_SIZE, 'refused')
-  const raw = new Database(store)
-  t.teardown(() => raw.close())
+  const raw = connect(t, store)
   raw.exec("CREATE TRIGGER refuse BEFORE INSERT ON regions BEGIN SELECT RAISE(ABORT, 'refused'); END")
   t.throws(() => a.register('r', { key, byteSize: 8 }), { statusCode: 500, code: 'ERR_SHM_STORE_FAILED' })
   t.same(mappingsOf(key), [])
@@ -254,9 +250,7 @@ t.test('limits count every user\'s registrations', async (t) => {
 })
 
 t.test('events: a user announces the others\' changes when it notices them, idle or not', async (t) => {
-  const store = storePath(t)
-  const [a, b] = [user(t, store), user(t, store)]
-  const key = makeObject(t, PAGE_SIZE, 'events')
+  const { a, b, key } = twoUsers(t, 'events')
   const seen: string[] = []
   b.on('register', (region: SharedMemoryRegionStatus) => seen.push(`+${region.name}`))
   b.on('unregister', (region: SharedMemoryRegionStatus) => seen.push(`-${region.name}`))
@@ -354,8 +348,7 @@ t.test('a busy store: the request gets a clean 500 and nothing changes; what mus
   const lease = registry.acquire('r', 0, 1)
   registry.unregister('r')
 
-  const blocker = new Database(store)
-  t.teardown(() => blocker.close())
+  const blocker = connect(t, store)
   blocker.exec('BEGIN IMMEDIATE')
   const response = await app.inject({ method: 'POST', url: `${SYSTEM}/region/s/register`, payload: registerBody(key, 8) })
   assertError(t, response, 500, 'the shared memory registry is unavailable, try again')
@@ -379,8 +372,7 @@ t.test('a broken store: requests get a clean 500, and checks say so in the log',
   const store = storePath(t)
   const capture = new LogCapture()
   const app = await buildApp(t, { sharedRegistry: { path: store, checkIntervalMs: 50 } }, { logger: { level: 'info', stream: capture.stream } })
-  const raw = new Database(store)
-  t.teardown(() => raw.close())
+  const raw = connect(t, store)
   raw.exec('DROP TABLE regions')
   const key = makeObject(t, PAGE_SIZE, 'broken')
   const response = await app.inject({ method: 'POST', url: `${SYSTEM}/region/r/register`, payload: registerBody(key, 8) })
