@@ -3,9 +3,12 @@
  * API, the KServe helpers for the infer route, and the example models.
  *
  *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
+ *
+ * It also serves its API in a browser at /documentation (Swagger UI).
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, { apiFrameworkErrors, type InferRequest, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
+import { kserveDoc, registerDocumentation } from './documentation'
 import { loadModels, type Model, run } from './models'
 import { version } from '../package.json'
 
@@ -24,6 +27,8 @@ export interface ServerOptions {
   requestTimeoutMs?: number
   /** The models to serve (default: every model of ./models). */
   models?: Map<string, Model>
+  /** Serve the OpenAPI document and Swagger UI at /documentation (default false). */
+  documentation?: boolean
   fastify?: FastifyServerOptions
 }
 
@@ -65,18 +70,19 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   // KServe errors are `{"error": "<message>"}`.
   app.setErrorHandler(kserveErrorHandler)
   const models = options.models ?? await loadModels()
+  if (options.documentation === true) await registerDocumentation(app)
   await app.register(fastifyTritonShm)
 
-  app.get('/v2', async () => ({
+  app.get('/v2', kserveDoc('serverMetadata', 'Server metadata'), async () => ({
     name: 'fastify-triton-shm-example',
     version,
     extensions: ['binary_tensor_data', 'system_shared_memory']
   }))
-  app.get('/v2/health/live', async (_request, reply) => reply.send())
-  app.get('/v2/health/ready', async (_request, reply) => reply.send())
-  for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
-    app.get<{ Params: ModelParams }>(base, async (request) => metadataOf(modelOf(models, request)))
-    app.get<{ Params: ModelParams }>(`${base}/ready`, async (request, reply) => {
+  app.get('/v2/health/live', kserveDoc('serverLive', 'Server liveness'), async (_request, reply) => reply.send())
+  app.get('/v2/health/ready', kserveDoc('serverReady', 'Server readiness'), async (_request, reply) => reply.send())
+  for (const [base, of] of [['/v2/models/:model', 'model'], ['/v2/models/:model/versions/:version', 'modelVersion']]) {
+    app.get<{ Params: ModelParams }>(base, kserveDoc(`${of}Metadata`, 'Model metadata'), async (request) => metadataOf(modelOf(models, request)))
+    app.get<{ Params: ModelParams }>(`${base}/ready`, kserveDoc(`${of}Ready`, 'Model readiness'), async (request, reply) => {
       modelOf(models, request)
       return reply.send()
     })
@@ -91,8 +97,8 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
       await run(model, inferRequest, options.modelDelayMs ?? 0)
       return inferRequest.respond(reply)
     }
-    inference.post('/v2/models/:model/infer', infer)
-    inference.post('/v2/models/:model/versions/:version/infer', infer)
+    inference.post('/v2/models/:model/infer', kserveDoc('modelInfer', 'Inference'), infer)
+    inference.post('/v2/models/:model/versions/:version/infer', kserveDoc('modelVersionInfer', 'Inference'), infer)
   })
   return app
 }
@@ -101,6 +107,7 @@ async function main () {
   const app = await buildServer({
     modelDelayMs: Number(process.env.EXAMPLE_MODEL_DELAY_MS ?? 0),
     requestTimeoutMs: process.env.EXAMPLE_REQUEST_TIMEOUT_MS === undefined ? undefined : Number(process.env.EXAMPLE_REQUEST_TIMEOUT_MS),
+    documentation: true,
     fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
   })
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
