@@ -65,8 +65,7 @@ function fetchData (datatype: Datatype, storage: TensorData): OrtData | undefine
  * from a Float16Array (Node-API has no such type: ORT then refuses, "not enough space"); so an
  * FP16 tensor keeps the Uint16Array it was made with.
  */
-function ortTensor (type: OrtTensor.Type, data: OrtData, dims: readonly number[]): OrtTensor {
-  const { Tensor } = onnxRuntime()
+function ortTensor (Tensor: typeof OrtTensor, type: OrtTensor.Type, data: OrtData, dims: readonly number[]): OrtTensor {
   const tensor = new Tensor(type, data as Float32Array, dims)
   if (type === 'float16') Object.defineProperty(tensor, 'data', { value: data, enumerable: true })
   return tensor
@@ -87,9 +86,11 @@ function store (infer: InferRequest, name: string, result: OrtTensor): void {
  * model. ORT's refusals (a shape it cannot take, a bad value) are 400s with its message.
  */
 export async function runSession (session: InferenceSession, infer: InferRequest): Promise<void> {
+  // First: without onnxruntime-node this throws the error that says to install it.
+  const { Tensor } = onnxRuntime()
   const feeds: Record<string, OrtTensor> = {}
   for (const tensor of infer.inputs) {
-    feeds[tensor.name] = ortTensor(ortType(tensor.name, tensor.datatype), inputData(tensor), tensor.shape)
+    feeds[tensor.name] = ortTensor(Tensor, ortType(tensor.name, tensor.datatype), inputData(tensor), tensor.shape)
   }
   const sizes = namedDims(session, infer)
   const fetches: Record<string, OrtTensor | null> = {}
@@ -98,7 +99,7 @@ export async function runSession (session: InferenceSession, infer: InferRequest
     const { datatype } = infer.model.outputs.find((output) => output.name === name) as { datatype: Datatype }
     const shape = shapeOf(value, sizes)
     const data = shape === undefined ? undefined : fetchData(datatype, infer.output(name, shape))
-    fetches[name] = data === undefined ? null : ortTensor(ortType(name, datatype), data, shape!)
+    fetches[name] = data === undefined ? null : ortTensor(Tensor, ortType(name, datatype), data, shape!)
   }
   let results: InferenceSession.ReturnType
   try {
