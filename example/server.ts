@@ -5,12 +5,14 @@
  *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
  *
  * WORKERS=4 runs it as 4 node:cluster workers on one port sharing one registry (./cluster.ts).
+ * It also serves its API in a browser at /documentation (Swagger UI).
  */
 import cluster from 'node:cluster'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, { apiFrameworkErrors, type InferRequest, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
 import type { SharedRegistryOptions } from '../types'
 import { runPrimary, workerCount } from './cluster'
+import { kserveDoc, registerDocumentation } from './documentation'
 import { loadModels, type Model, run } from './models'
 import { version } from '../package.json'
 
@@ -31,6 +33,8 @@ export interface ServerOptions {
   models?: Map<string, Model>
   /** One registry shared by every process that opens this store (default: this process's own). */
   sharedRegistry?: SharedRegistryOptions
+  /** Serve the OpenAPI document and Swagger UI at /documentation (default false). */
+  documentation?: boolean
   fastify?: FastifyServerOptions
 }
 
@@ -72,18 +76,19 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   // KServe errors are `{"error": "<message>"}`.
   app.setErrorHandler(kserveErrorHandler)
   const models = options.models ?? await loadModels()
+  if (options.documentation === true) await registerDocumentation(app)
   await app.register(fastifyTritonShm, options.sharedRegistry === undefined ? {} : { sharedRegistry: options.sharedRegistry })
 
-  app.get('/v2', async () => ({
+  app.get('/v2', kserveDoc('serverMetadata', 'Server metadata'), async () => ({
     name: 'fastify-triton-shm-example',
     version,
     extensions: ['binary_tensor_data', 'system_shared_memory']
   }))
-  app.get('/v2/health/live', async (_request, reply) => reply.send())
-  app.get('/v2/health/ready', async (_request, reply) => reply.send())
-  for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
-    app.get<{ Params: ModelParams }>(base, async (request) => metadataOf(modelOf(models, request)))
-    app.get<{ Params: ModelParams }>(`${base}/ready`, async (request, reply) => {
+  app.get('/v2/health/live', kserveDoc('serverLive', 'Server liveness'), async (_request, reply) => reply.send())
+  app.get('/v2/health/ready', kserveDoc('serverReady', 'Server readiness'), async (_request, reply) => reply.send())
+  for (const [base, of] of [['/v2/models/:model', 'model'], ['/v2/models/:model/versions/:version', 'modelVersion']]) {
+    app.get<{ Params: ModelParams }>(base, kserveDoc(`${of}Metadata`, 'Model metadata'), async (request) => metadataOf(modelOf(models, request)))
+    app.get<{ Params: ModelParams }>(`${base}/ready`, kserveDoc(`${of}Ready`, 'Model readiness'), async (request, reply) => {
       modelOf(models, request)
       return reply.send()
     })
@@ -98,8 +103,8 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
       await run(model, inferRequest, options.modelDelayMs ?? 0)
       return inferRequest.respond(reply)
     }
-    inference.post('/v2/models/:model/infer', infer)
-    inference.post('/v2/models/:model/versions/:version/infer', infer)
+    inference.post('/v2/models/:model/infer', kserveDoc('modelInfer', 'Inference'), infer)
+    inference.post('/v2/models/:model/versions/:version/infer', kserveDoc('modelVersionInfer', 'Inference'), infer)
   })
   return app
 }
@@ -119,6 +124,7 @@ async function main () {
     modelDelayMs: Number(process.env.EXAMPLE_MODEL_DELAY_MS ?? 0),
     requestTimeoutMs: process.env.EXAMPLE_REQUEST_TIMEOUT_MS === undefined ? undefined : Number(process.env.EXAMPLE_REQUEST_TIMEOUT_MS),
     sharedRegistry: storePath === undefined ? undefined : { path: storePath },
+    documentation: true,
     fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
   })
   let closing = false

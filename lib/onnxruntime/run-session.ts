@@ -59,6 +59,18 @@ function fetchData (datatype: Datatype, storage: TensorData): OrtData | undefine
   return storage as OrtData
 }
 
+/**
+ * An ORT tensor over `data`. For FP16, ORT for JavaScript moves the 16-bit words into a
+ * Float16Array where the runtime has one (Node 24 on), and onnxruntime-node's binding reads no bytes
+ * from a Float16Array (Node-API has no such type: ORT then refuses, "not enough space"); so an
+ * FP16 tensor keeps the Uint16Array it was made with.
+ */
+function ortTensor (Tensor: typeof OrtTensor, type: OrtTensor.Type, data: OrtData, dims: readonly number[]): OrtTensor {
+  const tensor = new Tensor(type, data as Float32Array, dims)
+  if (type === 'float16') Object.defineProperty(tensor, 'data', { value: data, enumerable: true })
+  return tensor
+}
+
 /** Copies an output ORT allocated into the request's storage for it. */
 function store (infer: InferRequest, name: string, result: OrtTensor): void {
   const storage = infer.output(name, [...result.dims])
@@ -74,10 +86,11 @@ function store (infer: InferRequest, name: string, result: OrtTensor): void {
  * model. ORT's refusals (a shape it cannot take, a bad value) are 400s with its message.
  */
 export async function runSession (session: InferenceSession, infer: InferRequest): Promise<void> {
-  const { Tensor: OrtTensorClass } = onnxRuntime()
+  // First: without onnxruntime-node this throws the error that says to install it.
+  const { Tensor } = onnxRuntime()
   const feeds: Record<string, OrtTensor> = {}
   for (const tensor of infer.inputs) {
-    feeds[tensor.name] = new OrtTensorClass(ortType(tensor.name, tensor.datatype), inputData(tensor) as Float32Array, tensor.shape)
+    feeds[tensor.name] = ortTensor(Tensor, ortType(tensor.name, tensor.datatype), inputData(tensor), tensor.shape)
   }
   const sizes = namedDims(session, infer)
   const fetches: Record<string, OrtTensor | null> = {}
@@ -86,7 +99,7 @@ export async function runSession (session: InferenceSession, infer: InferRequest
     const { datatype } = infer.model.outputs.find((output) => output.name === name) as { datatype: Datatype }
     const shape = shapeOf(value, sizes)
     const data = shape === undefined ? undefined : fetchData(datatype, infer.output(name, shape))
-    fetches[name] = data === undefined ? null : new OrtTensorClass(ortType(name, datatype), data as Float32Array, shape)
+    fetches[name] = data === undefined ? null : ortTensor(Tensor, ortType(name, datatype), data, shape!)
   }
   let results: InferenceSession.ReturnType
   try {
