@@ -5,8 +5,7 @@
  * and resident memory within a bound. Each lease writes its whole region, so a mapping that was
  * never unmapped would also keep its touched pages resident.
  */
-import { getHeapStatistics, setFlagsFromString } from 'node:v8'
-import { runInNewContext } from 'node:vm'
+import { getHeapStatistics } from 'node:v8'
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
 import { Registry } from '../lib/registry'
@@ -26,14 +25,8 @@ const RSS_GROWTH_LIMIT = 160 * MiB
 /** Resident memory that is not V8's heap: measured 0 to 2.5 MiB of growth over this soak. */
 const OUTSIDE_HEAP_GROWTH_LIMIT = 16 * MiB
 
-// A full collection before each snapshot: V8 then holds only live objects, so growth outside its
-// heap is not pages it freed but still keeps (as V8 does on Node 26 under load, measured).
-setFlagsFromString('--expose-gc')
-const collectGarbage = runInNewContext('gc') as () => void
-
 /** Where a process's resources stand, to compare before and after. */
 function snapshot () {
-  collectGarbage()
   return {
     fds: openFdCount(),
     mappings: shmMappings(),
