@@ -16,7 +16,11 @@ import t, { type Test } from 'tap'
 import { randomSuffix, runClient } from '../example/client'
 import { KServeClient } from '../lib/index'
 import { makeObject, removeLeftoversOnTeardown, shmLeftovers } from './helpers/shm'
-import { bounded, whenEvent } from './helpers/sync'
+import { bounded, PATIENCE_MS, whenEvent } from './helpers/sync'
+
+/** Four workers each compile the example and load its models and ONNX Runtime: beside the rest of
+ * the suite on two busy cores, that has taken over a minute. The bound only ends a broken run. */
+const STARTUP_PATIENCE_MS = 5 * PATIENCE_MS
 
 const SERVER = path.join(__dirname, '..', 'example', 'server.ts')
 const LISTENING = /^Server listening at (http:\/\/127\.0\.0\.1:\d+)$/
@@ -53,8 +57,8 @@ class Service extends EventEmitter {
   }
 
   /** Resolves with the logged lines that `select` picks, once there are `count` of them. */
-  async until (select: (line: LogLine) => boolean, what: string, count = 1): Promise<LogLine[]> {
-    await whenEvent(this, 'line', () => this.lines.filter(select).length >= count, `${what}\n${this.other}`)
+  async until (select: (line: LogLine) => boolean, what: string, count = 1, ms = PATIENCE_MS): Promise<LogLine[]> {
+    await whenEvent(this, 'line', () => this.lines.filter(select).length >= count, `${what}\n${this.other}`, ms)
     return this.lines.filter(select)
   }
 
@@ -114,7 +118,7 @@ t.test('WORKERS=4: one port, one registry, a dead worker replaced, everything re
   t.equal(path.dirname(directory), os.tmpdir(), 'the store is in a directory of the temporary directory')
   t.equal(statSync(directory).mode & 0o777, 0o700, 'which only this user can enter')
 
-  const listening = await service.until((line) => LISTENING.test(line.msg), 'the 4 workers never all listened', 4)
+  const listening = await service.until((line) => LISTENING.test(line.msg), 'the 4 workers never all listened', 4, STARTUP_PATIENCE_MS)
   const workers = new Set(listening.map((line) => line.pid))
   t.equal(workers.size, 4, 'four worker processes')
   t.notOk(workers.has(service.child.pid!), 'the primary serves nothing itself')
@@ -144,7 +148,7 @@ t.test('WORKERS=4: one port, one registry, a dead worker replaced, everything re
   const [died] = await service.until((line) => line.msg === 'worker died; starting another' && line.workerPid === victim,
     'the primary never noticed the killed worker')
   t.match(died, { code: null, signal: 'SIGKILL' }, 'logged with its pid and signal')
-  const [replacement] = await service.until((line) => LISTENING.test(line.msg) && !workers.has(line.pid), 'no new worker listened')
+  const [replacement] = await service.until((line) => LISTENING.test(line.msg) && !workers.has(line.pid), 'no new worker listened', 1, STARTUP_PATIENCE_MS)
   t.equal(LISTENING.exec(replacement.msg)![1], baseUrl, 'on the same port')
   workers.delete(victim)
   workers.add(replacement.pid)

@@ -24,14 +24,14 @@ export async function bounded<T> (promise: Promise<T>, what: string, ms = PATIEN
 
 /** Resolves once `check()` holds: checked now, then after each `event` of `emitter`. */
 export async function whenEvent (emitter: Pick<EventEmitter, 'on' | 'off'>, event: string, check: () => boolean,
-  what: string): Promise<void> {
+  what: string, ms = PATIENCE_MS): Promise<void> {
   if (check()) return
   let listener: (() => void) | undefined
   try {
     await bounded(new Promise<void>((resolve) => {
       listener = () => { if (check()) resolve() }
       emitter.on(event, listener)
-    }), what)
+    }), what, ms)
   } finally {
     emitter.off(event, listener!)
   }
