@@ -57,6 +57,10 @@ t.test('every option is checked at registration', async (t) => {
     [{ limits: { maxTotalBytes: Infinity } }, 'limits.maxTotalBytes', "option 'limits.maxTotalBytes' must be integer"],
     [{ limits: { maxTotalBytes: 0 } }, 'limits.maxTotalBytes', "option 'limits.maxTotalBytes' must be >= 1"],
     [{ limits: { maxregions: 1 } }, 'limits.maxregions', "unknown option 'limits.maxregions'"],
+    [{ sharedRegistry: {} }, 'sharedRegistry', "option 'sharedRegistry' must have required property 'path'"],
+    [{ sharedRegistry: { path: '' } }, 'sharedRegistry.path', "option 'sharedRegistry.path' must NOT have fewer than 1 characters"],
+    [{ sharedRegistry: { path: 'r.db', checkIntervalMs: 0 } }, 'sharedRegistry.checkIntervalMs', "option 'sharedRegistry.checkIntervalMs' must be >= 1"],
+    [{ sharedRegistry: { path: 'r.db', timeout: 5 } }, 'sharedRegistry.timeout', "unknown option 'sharedRegistry.timeout'"],
     [{ allowClientSHM: true }, 'allowClientSHM', "unknown option 'allowClientSHM'"],
     [{ restricted: { header: 'X-Key', value: 'secret' } }, 'restricted', "unknown option 'restricted'"]
   ]
