@@ -40,8 +40,8 @@ export class LeaseTable {
     }
   }
 
-  // Atomics are sequentially consistent: a lease's add, then its load of the revision, cannot pass
-  // an unregister's bump of the revision, then its load of the counters. One of the two sees the other.
+  // Atomics are sequentially consistent: an unregister that reads the counters after a lease's
+  // add sees it, whichever process made it.
 
   get revision (): number {
     return Atomics.load(this.#cells, 0)

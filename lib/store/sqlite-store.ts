@@ -77,6 +77,8 @@ export class SqliteStore implements RegionStore {
   #regionSlots = new Map<number, number>()
   /** The lease table's revision when the records were last read. */
   #revision = Number.NaN
+  /** Set by a write in the current transaction. */
+  #wrote = false
   #dataVersion = -1
   #watcher: NodeJS.Timeout | undefined
   #open = true
@@ -153,18 +155,19 @@ export class SqliteStore implements RegionStore {
     this.version++
   }
 
-  /** Changes are announced through the lease table's revision, before (so nobody keeps what it
-   * read meanwhile) and after the commit; inside, the records are always read afresh. */
+  /** Inside a transaction the records are always read afresh. One that wrote announces it, once
+   * committed (or undone), through the lease table's revision: every process rereads the records
+   * at its next call. */
   transaction<T> (change: () => T): T {
     return this.#guard(() => {
-      this.#leases.bumpRevision()
+      this.#wrote = false
       try {
         return this.#db.transaction(() => {
           this.#reread()
           return change()
         }).immediate()
       } finally {
-        this.#leases.bumpRevision()
+        if (this.#wrote) this.#leases.bumpRevision()
       }
     })
   }
@@ -188,24 +191,28 @@ export class SqliteStore implements RegionStore {
     const gone = Array.from({ length: PROCESS_SLOTS }, (_, processSlot) => processSlot).filter((processSlot) => !live.has(processSlot))
     this.#leases.clear(gone, [slot])
     const id = Number(this.#statements.addRegion.run(name, key, offset, byteSize, slot).lastInsertRowid)
+    this.#wrote = true
     this.#regionSlots.set(id, slot)
     return { id, name, key, offset, byteSize, unregisterPending: false }
   }
 
   markUnregisterPending (id: number): void {
     this.#statements.markPending.run(id)
+    this.#wrote = true
   }
 
   remove (id: number): void {
     this.#statements.removeRegion.run(id)
+    this.#wrote = true
     this.#regionSlots.delete(id)
   }
 
   hold (record: RegionRecord): boolean {
     const slot = this.#regionSlots.get(record.id) as number
     this.#leases.add(this.#slot, slot, 1)
-    // Counted before looking again: an unregister that did not see the count has bumped the
-    // revision by now, and the record is read afresh.
+    // Counted before looking again: a removal committed before this count is seen now. One
+    // committed while this runs may miss the count; the lease is then served as if it came
+    // first, from this process's mapping, which stays until the lease ends.
     if (this.records().get(record.name)?.id === record.id) return true
     this.#leases.add(this.#slot, slot, -1)
     return false
