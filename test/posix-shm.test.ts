@@ -7,11 +7,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, sym
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import { setFlagsFromString } from 'node:v8'
-import { runInNewContext } from 'node:vm'
 import t, { type Test } from 'tap'
 import { createObject, isIntact, mapObject, MappedRange, PosixShmError, unlinkObject, unmapObject } from '../lib/posix-shm'
 import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, shmMappings, uniqueKey, unlinkOnTeardown, writeObjectFile } from './helpers/shm'
+import { collectGarbage } from './helpers/observe'
 import { makeDirectory, makeFifo } from './helpers/special-objects'
 
 const run = promisify(execFile)
@@ -352,8 +351,6 @@ t.test('no descriptor and no mapping is left after many successes and failures',
 })
 
 t.test('a buffer that is garbage-collected without unmap is unmapped by its finalizer', async (t) => {
-  setFlagsFromString('--expose-gc')
-  const gc = runInNewContext('gc') as () => void
   const key = makeObject(t, PAGE_SIZE, 'finalize')
   const survivorKey = makeObject(t, PAGE_SIZE, 'survivor')
 
@@ -370,7 +367,7 @@ t.test('a buffer that is garbage-collected without unmap is unmapped by its fina
   t.equal(mappingsOf(key).length, 1, 'mapped while the buffer lives')
   // Finalizers run after a collection, from the event loop: a few turns of it, however long they take.
   for (let attempt = 0; attempt < 50 && mappingsOf(key).length > 0; attempt++) {
-    gc()
+    collectGarbage()
     await new Promise((resolve) => setImmediate(resolve))
   }
   t.same(mappingsOf(key), [], 'the finalizer unmapped the collected buffer')
@@ -459,12 +456,10 @@ t.test('two ranges of one object name the same object, whatever the key; other o
 })
 
 t.test('windows outlive a collected MappedRange, and the mapping goes with the last of them', async (t) => {
-  setFlagsFromString('--expose-gc')
-  const gc = runInNewContext('gc') as () => void
   const key = makeObject(t, PAGE_SIZE, 'outlive')
   let window: ArrayBuffer | undefined = (() => new MappedRange(key, 0, PAGE_SIZE).window(0, 8))()
   for (let attempt = 0; attempt < 5; attempt++) {
-    gc()
+    collectGarbage()
     await new Promise((resolve) => setImmediate(resolve))
   }
   writeObjectFile(key, 0, [42])
@@ -472,7 +467,7 @@ t.test('windows outlive a collected MappedRange, and the mapping goes with the l
   window = undefined
   // Finalizers run after a collection, from the event loop: a few turns of it, however long they take.
   for (let attempt = 0; attempt < 50 && mappingsOf(key).length > 0; attempt++) {
-    gc()
+    collectGarbage()
     await new Promise((resolve) => setImmediate(resolve))
   }
   t.same(mappingsOf(key), [], 'unmapped once nothing refers to it')

@@ -5,6 +5,8 @@
  */
 import { EventEmitter } from 'node:events'
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import Fastify from 'fastify'
 import type { RegistryLogger } from '../../types'
 import { objectPath } from './shm'
@@ -48,6 +50,15 @@ export const residentBytes = (): number => statusBytes('VmRSS')
 
 /** Resident pages of shared memory mapped by this process (RssShmem), in bytes. */
 export const residentSharedBytes = (): number => statusBytes('RssShmem')
+
+/**
+ * A full garbage collection, now (V8's `gc()`, exposed without a command-line flag): what is
+ * unreachable is freed, and finalizers are due.
+ */
+export function collectGarbage (): void {
+  setFlagsFromString('--expose-gc')
+  ;(runInNewContext('gc') as () => void)()
+}
 
 /** One JSON line of pino. */
 export interface LogLine {
