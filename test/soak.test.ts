@@ -31,7 +31,10 @@ const MiB = 1024 * 1024
 const RSS_GROWTH_LIMIT = 16 * MiB
 /** Resident memory that is not V8's heap: measured 0 to 1 MiB of growth. */
 const OUTSIDE_HEAP_GROWTH_LIMIT = 8 * MiB
-/** Buffers and ArrayBuffers, our views over mappings included: measured exactly as before. */
+/**
+ * Buffers and ArrayBuffers, our views over mappings included: measured no growth at all. The
+ * precise check: a planted leak of 2 KiB a cycle made 5.9 MiB here, and no resident bound saw it.
+ */
 const BUFFER_GROWTH_LIMIT = 1 * MiB
 
 /** Where a process's resources stand, to compare before and after. */
