@@ -78,7 +78,7 @@ function shmTypedArrayUnloadable (): string | false {
   const load = spawnSync(process.execPath, ['-e', LOAD], { cwd: path.join(__dirname, '..'), encoding: 'utf8' })
   if (load.status === 0) return false
   return `shm-typed-array cannot be loaded on Node ${process.version} (${load.stdout || `exit code ${load.status}`}); ` +
-    '`npm rebuild shm-typed-array` builds it for this Node, except Node 26 on'
+    '`npm rebuild shm-typed-array` builds it for this Node, except on Node 26 and newer'
 }
 const skip = shmTypedArrayUnloadable()
 
