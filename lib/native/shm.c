@@ -14,6 +14,8 @@
  *   create(key, byteSize)      -> makes a new object (O_CREAT | O_EXCL, mode 0600) of that size
  *   unlink(key)                -> removes an object's name
  *
+ * The ONNX runner's functions (ort-runner.c) are defined on the same exports.
+ *
  * Errors thrown here carry `syscall` and `errno` (the C value), or a `code` of our own for checks
  * that are not system calls; lib/posix-shm.ts turns them into typed errors.
  */
@@ -33,6 +35,7 @@
 
 #include "fault-guard.h"
 #include "mapping.h"
+#include "ort-runner.h"
 
 /* Longest key accepted (bytes, without the terminating NUL); the kernel's NAME_MAX. */
 #define KEY_MAX 255
@@ -358,6 +361,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"unlink", NULL, unlink_object, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof(functions) / sizeof(functions[0]), functions);
+  ort_runner_init(env, exports);
   return exports;
 }
 
