@@ -13,7 +13,9 @@ import { classifierGraph, GRAPHS, identityGraph, simpleGraph } from '../example/
 import { datatypeOf, onnxSignature, ortTypeOf, runSession } from '../lib/onnxruntime'
 import { onnxRuntime } from '../lib/onnxruntime/runtime'
 import type { Datatype, ModelSignature } from '../types'
+import { countCopies } from './helpers/copies'
 import { assertError } from './helpers/http'
+import { identityOf } from './helpers/onnx-graphs'
 import {
   binaryInput, buildInferApp, bytesOfValues, infer, inferBinary, jsonInput, makeMappedObject, parseInferResponse, registerRegion,
   serializeStrings, shmInput, shmOutput, type TestModel
@@ -21,14 +23,6 @@ import {
 
 // ORT logs a failed run at error level; the tests check what the client gets instead.
 const session = (bytes: Uint8Array) => InferenceSession.create(Buffer.from(bytes), { logSeverityLevel: 4 })
-
-/** A graph passing `x` to `y` unchanged, of one ONNX element type and shape. */
-function identityOf (elemType: number, inputDims: Array<number | string>, outputDims = inputDims): Uint8Array {
-  const info = (name: string, dims: Array<number | string>) =>
-    ({ name, type: { tensorType: { elemType, shape: { dim: dims.map((dim) => typeof dim === 'string' ? { dimParam: dim } : { dimValue: dim }) } } } })
-  const graph = { name: 'identity', node: [{ opType: 'Identity', input: ['x'], output: ['y'] }], input: [info('x', inputDims)], output: [info('y', outputDims)] }
-  return onnx.ModelProto.encode(onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 13 }], graph })).finish()
-}
 
 /** A test model that runs `graph` through the adapter, with a hook after ORT ran and before the response is made. */
 async function ortModel (graph: Uint8Array, name: string, afterRun?: () => void, signature?: ModelSignature): Promise<TestModel> {
@@ -43,23 +37,6 @@ async function ortModel (graph: Uint8Array, name: string, afterRun?: () => void,
 }
 
 const sixteen = (at: (index: number) => number) => Array.from({ length: 16 }, (_, index) => at(index))
-
-/** Counts calls of TypedArray#set (the copy every copying path of the package takes) made by
- * `action`. Node's own code keeps its own reference to it, so only this package's calls count. */
-async function countCopies<T> (action: () => Promise<T>): Promise<{ result: T, copies: number }> {
-  const prototype = Object.getPrototypeOf(Uint8Array.prototype) as { set: (...args: unknown[]) => void }
-  const set = prototype.set
-  let copies = 0
-  prototype.set = function (this: unknown, ...args: unknown[]) {
-    copies++
-    return set.apply(this, args)
-  }
-  try {
-    return { result: await action(), copies }
-  } finally {
-    prototype.set = set
-  }
-}
 
 t.test('signatures come from the graph: symbolic dims are -1, and options add or override', async (t) => {
   const simple = await session(simpleGraph())

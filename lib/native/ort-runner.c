@@ -44,8 +44,10 @@ typedef struct ort_session {
   size_t input_count, output_count;
   char **input_names, **output_names;
   int *input_types, *output_types; /* ONNX element types */
-  int runs;     /* runs not yet completed */
-  int released; /* ortRelease was called, or the handle was collected */
+  int runs;       /* runs not yet completed */
+  int released;   /* ortRelease was called, or the handle was collected: no more runs */
+  int ended;      /* the ORT session is released */
+  int collected;  /* the handle's finalizer ran; the struct goes with the last run */
 } ort_session;
 
 typedef struct ort_run {
@@ -171,26 +173,30 @@ static void free_names(char **names, size_t count) {
 }
 
 static void end_session(ort_session *session) {
+  if (session->ended) return;
+  session->ended = 1;
   session->runtime->api->ReleaseSession(session->session);
   free_names(session->input_names, session->input_count);
   free_names(session->output_names, session->output_count);
   free(session->input_types);
   free(session->output_types);
   drop_runtime(session->runtime);
-  free(session);
 }
 
-/* A session ends when it is released (or collected) and its last run has completed. */
-static void release_session(ort_session *session) {
-  session->released = 1;
-  if (session->runs == 0) end_session(session);
+/* The ORT session ends once released and its last run has completed; the struct, once the handle
+ * was collected too (a run, or the handle, may still point at it before). */
+static void settle_session(ort_session *session) {
+  if (session->released && session->runs == 0) end_session(session);
+  if (session->collected && session->runs == 0) free(session);
 }
 
 static void finalize_session(napi_env env, void *data, void *hint) {
   (void)env;
   (void)hint;
   ort_session *session = data;
-  if (!session->released) release_session(session);
+  session->released = 1;
+  session->collected = 1;
+  settle_session(session);
 }
 
 static int get_int_option(napi_env env, napi_value options, const char *name, int fallback, int *value) {
@@ -324,10 +330,12 @@ static napi_value session_handle(napi_env env, ort_session *session) {
       !describe_values(env, session, session->output_count, api->SessionGetOutputTypeInfo, api->SessionGetOutputName,
                        &session->output_names, &session->output_types, &outputs)) {
     end_session(session);
+    free(session);
     return NULL;
   }
   if (napi_create_object(env, &handle) != napi_ok || napi_wrap(env, handle, session, finalize_session, NULL, NULL) != napi_ok) {
     end_session(session);
+    free(session);
     return throw_message(env, "out of memory");
   }
   napi_set_named_property(env, handle, "inputs", inputs);
@@ -531,7 +539,7 @@ static void complete_run(napi_env env, napi_status status, void *data) {
   ort_session *session = run->session;
   free_run(run);
   session->runs--;
-  if (session->released && session->runs == 0) end_session(session);
+  settle_session(session);
 }
 
 /* Everything a run needs, read on the main thread; the caller queues it. */
@@ -605,7 +613,9 @@ static napi_value release(napi_env env, napi_callback_info info) {
   napi_value args[1];
   if (!get_args(env, info, 1, args)) return NULL;
   ort_session *session = unwrapped(env, args[0]);
-  if (session != NULL && !session->released) release_session(session);
+  if (session == NULL) return NULL;
+  session->released = 1;
+  settle_session(session);
   return NULL;
 }
 

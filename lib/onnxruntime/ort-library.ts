@@ -67,6 +67,11 @@ export function loadRuntime (libraryPath: string): OrtRuntimeHandle {
   } catch (error) {
     throw new Error(`${FEATURE} could not load ONNX Runtime from ${libraryPath}: ${(error as Error).message}`, { cause: error })
   }
+  return checkServes(runtime, libraryPath)
+}
+
+/** The runtime, if its version serves the API version the runner asked for; else throws. */
+export function checkServes (runtime: OrtRuntimeHandle, libraryPath: string): OrtRuntimeHandle {
   if (!servesApi(runtime.version, runtime.apiVersion)) {
     throw new Error(`${FEATURE} needs ONNX Runtime 1.${runtime.apiVersion} or newer; ${libraryPath} is ${runtime.version}`)
   }
