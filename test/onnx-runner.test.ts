@@ -15,13 +15,13 @@ import { classifierGraph, identityGraph, simpleGraph } from '../example/onnx/gra
 import { OnnxRunner, onnxSignature, type OnnxSessionOptions } from '../lib/onnxruntime'
 import { ortTypeOfElement } from '../lib/onnxruntime/datatypes'
 import { bundledLibrary, checkServes, servesApi } from '../lib/onnxruntime/ort-library'
-import type { ModelSignature } from '../types'
 import { countCopies } from './helpers/copies'
 import { assertError } from './helpers/http'
 import {
-  binaryInput, buildInferApp, bytesOfValues, infer, inferBinary, inferUrl, jsonInput, makeMappedObject, parseInferResponse,
+  buildInferApp, bytesOfValues, infer, inferUrl, jsonInput, makeMappedObject, parseInferResponse,
   registerRegion, shmInput, shmOutput, type TestModel, unregisterIsImmediate
 } from './helpers/kserve'
+import { fixedSizeRoundTrips, simpleInPlace } from './helpers/onnx-cases'
 import { identityOf, SLOW_COLUMNS, slowGraph } from './helpers/onnx-graphs'
 import { makeObject, objectPath, PAGE_SIZE, writeObjectFile } from './helpers/shm'
 import { bounded } from './helpers/sync'
@@ -35,15 +35,16 @@ function runner (t: Test, options?: ConstructorParameters<typeof OnnxRunner>[0])
   return made
 }
 
-/** A test model that runs `graph` in `onnx`, with hooks before and after the run. */
+/** A test model that runs `graph` in the runner, with hooks before and after the run. */
 function runnerModel (onnxRunner: OnnxRunner, graph: Uint8Array, name: string,
-  hooks: { before?: () => void, signature?: ModelSignature } = {}): TestModel {
+  hooks: { before?: () => void, afterRun?: () => void } = {}): TestModel {
   const model = onnxRunner.load(graph, QUIET)
   return {
-    signature: hooks.signature ?? onnxSignature(model, { name }),
+    signature: onnxSignature(model, { name }),
     async execute (request) {
       hooks.before?.()
       await model.run(request)
+      hooks.afterRun?.()
     }
   }
 }
@@ -78,22 +79,9 @@ t.test('without onnxruntime-node, the runner says which package to install', asy
 })
 
 t.test('simple through the runner and shared memory: inputs read in place, outputs written by ORT, no copy', async (t) => {
-  const object = makeMappedObject(t, 4096, 'runner_simple')
-  const int32 = (offset: number) => Array.from(new Int32Array(object.bytes.buffer, object.bytes.byteOffset + offset, 16))
-  const { app } = await buildInferApp(t, [runnerModel(runner(t), simpleGraph(), 'simple')])
-  await registerRegion(t, app, 'io', object.key, 4096)
-  const request = {
-    inputs: [shmInput('INPUT0', 'INT32', [1, 16], 'io', 64), shmInput('INPUT1', 'INT32', [1, 16], 'io', 64, 64)],
-    outputs: [shmOutput('OUTPUT0', 'io', 64, 1024), shmOutput('OUTPUT1', 'io', 64, 2048)]
-  }
-  for (const round of [1, 2]) {
-    object.bytes.set(bytesOfValues('INT32', [...sixteen((index) => index * round), ...sixteen(() => 3)]))
-    const { result: response, copies } = await countCopies(() => infer(app, 'simple', request))
-    t.equal(response.statusCode, 200, response.body)
-    t.equal(copies, 0, `round ${round}: no tensor was copied, in or out`)
-    t.same(int32(1024), sixteen((index) => index * round + 3), `round ${round}: OUTPUT0 = INPUT0 + INPUT1 as the client last wrote them`)
-    t.same(int32(2048), sixteen((index) => index * round - 3), `round ${round}: OUTPUT1`)
-  }
+  const onnxRunner = runner(t)
+  await simpleInPlace(t, (graph, name, afterRun) => runnerModel(onnxRunner, graph, name, { afterRun }), 'runner_simple')
+  const { app } = await buildInferApp(t, [runnerModel(onnxRunner, simpleGraph(), 'simple')])
   const json = await infer(app, 'simple', {
     inputs: [jsonInput('INPUT0', 'INT32', [2, 16], [...sixteen((i) => i), ...sixteen((i) => 2 * i)]), jsonInput('INPUT1', 'INT32', [2, 16], new Array(32).fill(1))],
     outputs: [{ name: 'OUTPUT1' }]
@@ -102,32 +90,9 @@ t.test('simple through the runner and shared memory: inputs read in place, outpu
 })
 
 t.test('every fixed-size datatype through the runner, from binary data and shared memory', async (t) => {
-  const cases: Array<[Exclude<ModelSignature['inputs'][number]['datatype'], 'BYTES'>, number, Array<number | bigint | boolean>]> = [
-    ['BOOL', DataType.BOOL, [true, false, true]],
-    ['UINT8', DataType.UINT8, [0, 255, 7]],
-    ['INT16', DataType.INT16, [-32768, 32767, 0]],
-    ['UINT64', DataType.UINT64, [0n, 2n ** 64n - 1n, 5n]],
-    ['FP16', DataType.FLOAT16, [0x3c00, 0xc000, 0x7bff]],
-    ['FP64', DataType.DOUBLE, [1.5, -0.25, 1e300]]
-  ]
+  // FP16 is raw bytes: at an odd offset too, which ORT reads as it is.
   const onnxRunner = runner(t)
-  for (const [datatype, elemType, values] of cases) {
-    const { app } = await buildInferApp(t, [runnerModel(onnxRunner, identityOf(elemType, ['n']), 'm')])
-    const object = makeMappedObject(t, 4096, `runner_${datatype}`)
-    await registerRegion(t, app, 'r', object.key, 4096)
-    const bytes = bytesOfValues(datatype, values)
-    // FP16 is raw bytes: at an odd offset too, which ORT reads as it is.
-    for (const at of datatype === 'FP16' ? [64, 101] : [64]) {
-      object.bytes.set(bytes, at)
-      const response = await infer(app, 'm', { inputs: [shmInput('x', datatype, [3], 'r', bytes.length, at)], outputs: [shmOutput('y', 'r', bytes.length, at + 1024)] })
-      t.equal(response.statusCode, 200, `${datatype} at ${at}: ${response.body}`)
-      t.same(Buffer.from(object.bytes.subarray(at + 1024, at + 1024 + bytes.length)), bytes, `${datatype} at ${at} through shared memory`)
-    }
-    const binary = parseInferResponse(await inferBinary(app, 'm', {
-      inputs: [binaryInput('x', datatype, [3], bytes.length)], outputs: [{ name: 'y', parameters: { binary_data: true } }]
-    }, [bytes]))
-    t.same(binary.binary.get('y'), bytes, `${datatype} through binary data`)
-  }
+  await fixedSizeRoundTrips(t, (graph, name) => runnerModel(onnxRunner, graph, name), 'runner')
 })
 
 t.test('an output whose shape only ORT knows is ORT\'s memory, copied once into its storage', async (t) => {
