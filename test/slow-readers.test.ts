@@ -3,59 +3,16 @@
  * for a huge binary output of a tiny request. Over real sockets, against the example service where
  * the finding was made and against test models where a limit's edges are the point.
  */
-import { connect, type Socket } from 'node:net'
-import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { FastifyInstance } from 'fastify'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { buildServer } from '../example/server'
 import { DEFAULT_INFER_LIMITS } from '../lib/index'
 import { assertError } from './helpers/http'
 import { binaryBody, buildInferApp, echoModel, infer, makeMappedObject, registerRegion, shmInput, shmOutput } from './helpers/kserve'
 import { makeObject } from './helpers/shm'
+import { drain, listenLocally, stalledInfer, untilNoConnections } from './helpers/slow-client'
 
 const MiB = 1024 ** 2
-
-async function listen (t: Test, app: FastifyInstance): Promise<number> {
-  t.teardown(() => app.close())
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  return (app.server.address() as { port: number }).port
-}
-
-/** Sends `body` as an infer request on a raw socket that stops reading once the first bytes of the
- * response arrive (a client that never drains its socket). */
-async function stalledInfer (t: Test, port: number, model: string, body: unknown): Promise<{ socket: Socket, received: number }> {
-  const payload = JSON.stringify(body)
-  const socket = connect(port, '127.0.0.1')
-  t.teardown(() => socket.destroy())
-  await once(socket, 'connect')
-  socket.write(`POST /v2/models/${model}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
-    `Content-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`)
-  const [first] = await once(socket, 'data') as [Buffer]
-  socket.pause()
-  return { socket, received: first.length }
-}
-
-/** Reads what is left of a response after a stall, until the connection ends. */
-async function drain (socket: Socket): Promise<number> {
-  let received = 0
-  socket.on('data', (chunk: Buffer) => { received += chunk.length })
-  socket.resume()
-  await once(socket, 'close')
-  return received
-}
-
-async function connectionCount (app: FastifyInstance): Promise<number> {
-  return await new Promise((resolve, reject) => app.server.getConnections((error, count) => error ? reject(error) : resolve(count)))
-}
-
-async function waitFor (condition: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!await condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`)
-    await sleep(20)
-  }
-}
 
 const identityRequest = (byteSize: number) => ({
   inputs: [shmInput('INPUT0', 'FP32', [byteSize / 4], 'in', byteSize)],
@@ -64,7 +21,7 @@ const identityRequest = (byteSize: number) => ({
 
 t.test('a client that stops reading its response holds no region: unregister frees it at once', async (t) => {
   const app = await buildServer()
-  const port = await listen(t, app)
+  const port = await listenLocally(t, app)
   const byteSize = 32 * MiB // well past what the two sockets' buffers hold
   const key = makeObject(t, byteSize, 'slow_reader')
   const base = `http://127.0.0.1:${port}/v2/systemsharedmemory`
@@ -82,7 +39,7 @@ t.test('a client that stops reading its response holds no region: unregister fre
 t.test('a client that reads nothing for the send timeout is dropped; one that reads slowly is not', async (t) => {
   const sendTimeoutMs = 500
   const { app } = await buildInferApp(t, [echoModel('m', ['UINT8'])], { limits: { sendTimeoutMs } })
-  const port = await listen(t, app)
+  const port = await listenLocally(t, app)
   const object = await makeMappedObject(t, 32 * MiB)
   await registerRegion(t, app, 'in', object.key, 32 * MiB)
   const body = {
@@ -91,7 +48,7 @@ t.test('a client that reads nothing for the send timeout is dropped; one that re
   }
 
   const stalled = await stalledInfer(t, port, 'm', body)
-  await waitFor(async () => await connectionCount(app) === 0, 'the server dropped the stalled connection')
+  await untilNoConnections(app)
   t.ok(stalled.received + await drain(stalled.socket) < 32 * MiB, 'the stalled client got part of its response, then the connection ended')
 
   const { socket: slow, received: first } = await stalledInfer(t, port, 'm', body)
@@ -111,7 +68,7 @@ t.test('a client that reads nothing for the send timeout is dropped; one that re
 
 t.test('a tiny request cannot make a huge binary output: refused before the output is allocated', async (t) => {
   const app = await buildServer()
-  const port = await listen(t, app)
+  const port = await listenLocally(t, app)
   const byteSize = 128 * MiB // sparse: nothing of it is resident
   const key = makeObject(t, byteSize, 'huge_output')
   const base = `http://127.0.0.1:${port}`
@@ -146,13 +103,14 @@ t.test('the output bound: the limit, the request\'s own bytes, outputs not asked
   t.equal((await infer(app, 'm', { inputs: inputs(1020), outputs: binaryOutputs })).statusCode, 200, '1020 + 4 bytes: at the limit')
   assertError(t, await infer(app, 'm', { inputs: inputs(1021), outputs: binaryOutputs }), 400, message('OUT_INT32'))
   const [uint8Output] = binaryOutputs
-  assertError(t, await infer(app, 'm', { inputs: inputs(1021), outputs: [uint8Output] }), 400, message('OUT_INT32'),
-    'an output the request did not ask for is charged too')
+  // An output the request did not ask for is charged too.
+  assertError(t, await infer(app, 'm', { inputs: inputs(1021), outputs: [uint8Output] }), 400, message('OUT_INT32'))
   t.equal((await infer(app, 'm', {
     inputs: inputs(2048), outputs: [shmOutput('OUT_UINT8', 'r', 2048, 4096 + 8), { name: 'OUT_INT32', parameters: { binary_data: true } }]
   })).statusCode, 200, 'an output in shared memory costs nothing')
+  // Scratch for an output that overlaps its input is charged.
   assertError(t, await infer(app, 'm', { inputs: inputs(2048), outputs: [shmOutput('OUT_UINT8', 'r', 2048, 0), binaryOutputs[1]] }),
-    400, message('OUT_UINT8'), 'scratch for an output that overlaps its input is charged')
+    400, message('OUT_UINT8'))
 
   const own = 4096
   const { payload, headers } = binaryBody({
