@@ -12,7 +12,7 @@ import { InferenceSession } from 'onnxruntime-node'
 import { onnx } from 'onnx-proto'
 import t, { type Test } from 'tap'
 import { classifierGraph, identityGraph, simpleGraph } from '../example/onnx/graphs'
-import { OnnxRunner, onnxSignature, type OnnxSessionOptions } from '../lib/onnxruntime'
+import { OnnxModel, OnnxRunner, onnxSignature, type OnnxSessionOptions } from '../lib/onnxruntime'
 import { ortTypeOfElement } from '../lib/onnxruntime/datatypes'
 import { bundledLibrary, checkServes, servesApi } from '../lib/onnxruntime/ort-library'
 import { countCopies } from './helpers/copies'
@@ -59,6 +59,7 @@ t.test('the runner opens the library onnxruntime-node ships, at an API version t
   const fromRunner = onnxRunner.load(path.join(__dirname, '../example/onnx/simple.onnx'))
   const installed = (require('onnxruntime-node/package.json') as { version: string }).version
   t.equal(onnxRunner.runtimeVersion, installed, 'the library reports the installed onnxruntime-node\'s version')
+  t.ok(fromRunner instanceof OnnxModel, 'a model of the runner')
   t.ok(servesApi(onnxRunner.runtimeVersion as string, 1), 'which serves the API version the runner asks for')
   t.equal(bundledLibrary(), path.join(path.dirname(require.resolve('onnxruntime-node/package.json')), 'bin/napi-v6/linux', process.arch, 'libonnxruntime.so.1'))
   t.same([servesApi('1.30.0', 30), servesApi('1.29.1', 30), servesApi('2.0.0', 30), servesApi('0.9.0', 1)], [true, false, true, false])
