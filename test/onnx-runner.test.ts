@@ -15,6 +15,7 @@ import { classifierGraph, identityGraph, simpleGraph } from '../example/onnx/gra
 import { OnnxModel, OnnxRunner, onnxSignature, type OnnxSessionOptions } from '../lib/onnxruntime'
 import { ortTypeOfElement } from '../lib/onnxruntime/datatypes'
 import { bundledLibrary, checkServes, servesApi } from '../lib/onnxruntime/ort-library'
+import type { ModelSignature } from '../types'
 import { countCopies } from './helpers/copies'
 import { assertError } from './helpers/http'
 import {
@@ -258,6 +259,17 @@ t.test('ORT\'s refusals and what the runner cannot take are 400s; bad options an
     "tensor 'x' has datatype BYTES, which ONNX Runtime cannot take")
   assertError(t, await infer(stringsApp, 'cast', { inputs: [jsonInput('x', 'FP32', [1], [1])] }), 400,
     "tensor 'y' has datatype BYTES, which ONNX Runtime cannot take")
+
+  // A host's own signature that disagrees with the graph: refused, never reinterpreted.
+  const identity = onnxRunner.load(identityGraph(), QUIET)
+  const disagreeing = (inputs: ModelSignature['inputs'], outputs: ModelSignature['outputs']): TestModel =>
+    ({ signature: { name: 'm', inputs, outputs }, execute: (request) => identity.run(request) })
+  const { app: customApp } = await buildInferApp(t, [disagreeing([{ name: 'INPUT0', datatype: 'INT32', shape: [-1] }], [{ name: 'OUTPUT0', datatype: 'FP32', shape: [-1] }])])
+  assertError(t, await infer(customApp, 'm', { inputs: [jsonInput('INPUT0', 'INT32', [2], [1, 2])] }), 400,
+    "ONNX Runtime refused the request: tensor 'INPUT0' has datatype INT32, the graph's has FP32")
+  const { app: extraApp } = await buildInferApp(t, [disagreeing([{ name: 'INPUT0', datatype: 'FP32', shape: [-1] }], [{ name: 'EXTRA', datatype: 'FP32', shape: [-1] }])])
+  assertError(t, await infer(extraApp, 'm', { inputs: [jsonInput('INPUT0', 'FP32', [2], [1, 2])] }), 400,
+    "ONNX Runtime refused the request: tensor 'EXTRA' has datatype FP32, the graph's has none")
 
   t.throws(() => new OnnxRunner({ concurrency: 0 }), new TypeError('concurrency must be an integer of at least 1, got 0'))
   t.throws(() => onnxRunner.load(simpleGraph(), { intraOpThreads: 1.5 }), new TypeError('intraOpThreads must be an integer of at least 0, got 1.5'))

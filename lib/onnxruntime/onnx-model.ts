@@ -11,7 +11,7 @@ import type { BytesElements, Datatype, TensorData } from '../../types/kserve'
 import * as errors from '../errors'
 import { bytesOf } from '../kserve/datatypes'
 import type { InferRequest } from '../kserve/infer-request'
-import { ortTypeOfElement } from './datatypes'
+import { datatypeOf, ortTypeOfElement } from './datatypes'
 import { type OrtAllocatedOutput, ortAddon, type OrtSessionHandle, type OrtValueInfo } from './ort-library'
 import { namedDims, shapeOf } from './output-shapes'
 
@@ -26,9 +26,15 @@ export interface RunSlots {
 const metadataOf = ({ name, tensor, type, shape }: OrtValueInfo): InferenceSession.ValueMetadata =>
   tensor ? { name, isTensor: true, type: ortTypeOfElement(type), shape } : { name, isTensor: false }
 
-/** BYTES tensors are strings, which the runner does not pass to ORT or take from it. */
-function checkDatatype (name: string, datatype: Datatype): void {
+/**
+ * ORT is handed the request's bytes as the graph's element type: a signature of the host's own
+ * that disagrees with the graph must be refused, not reinterpreted. BYTES are strings, which the
+ * runner does not pass to ORT or take from it.
+ */
+function checkDatatype (name: string, datatype: Datatype, value: InferenceSession.ValueMetadata | undefined): void {
   if (datatype === 'BYTES') throw errors.onnxDatatypeUnsupported(name, datatype)
+  const graphs = value?.isTensor === true ? datatypeOf(value.type) : undefined
+  if (graphs !== datatype) throw errors.onnxRunFailed(`tensor '${name}' has datatype ${datatype}, the graph's has ${graphs ?? 'none'}`)
 }
 
 export class OnnxModel {
@@ -67,8 +73,10 @@ export class OnnxModel {
 
   async #runNow (infer: InferRequest): Promise<void> {
     const inputs = this.inputMetadata.map(({ name }) => infer.input(name))
-    const requested = infer.model.outputs.filter(({ name }) => infer.requestedOutputs.includes(name))
-    for (const { name, datatype } of [...inputs, ...requested]) checkDatatype(name, datatype)
+    inputs.forEach(({ name, datatype }, index) => checkDatatype(name, datatype, this.inputMetadata[index]))
+    for (const { name, datatype } of infer.model.outputs.filter((output) => infer.requestedOutputs.includes(output.name))) {
+      checkDatatype(name, datatype, this.outputMetadata.find((output) => output.name === name))
+    }
     const sizes = namedDims(this.inputMetadata, infer)
     const outputIndices: number[] = []
     const outputBytes: Array<Uint8Array | null> = []
