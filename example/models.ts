@@ -74,7 +74,7 @@ const addSubFp32 = sumAndDifference('add_sub_fp32', 'FP32', [-1], Infinity)
 /** A graph of example/onnx, run by ONNX Runtime on the runner's threads with no tensor byte
  * copied. A run holds its request's regions until it ends, so the runner needs no closing here. */
 async function onnxModel (runner: OnnxRunner, file: string, options: OnnxSignatureOptions): Promise<Model> {
-  const model = runner.load(path.join(__dirname, 'onnx', file))
+  const model = await runner.load(path.join(__dirname, 'onnx', file))
   return { signature: onnxSignature(model, { versions: ['1'], ...options }), execute: (infer) => model.run(infer) }
 }
 

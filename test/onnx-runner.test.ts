@@ -37,9 +37,9 @@ function runner (t: Test, options?: ConstructorParameters<typeof OnnxRunner>[0])
 }
 
 /** A test model that runs `graph` in the runner, with hooks before and after the run. */
-function runnerModel (onnxRunner: OnnxRunner, graph: Uint8Array, name: string,
-  hooks: { before?: () => void, afterRun?: () => void } = {}): TestModel {
-  const model = onnxRunner.load(graph, QUIET)
+async function runnerModel (onnxRunner: OnnxRunner, graph: Uint8Array, name: string,
+  hooks: { before?: () => void, afterRun?: () => void } = {}): Promise<TestModel> {
+  const model = await onnxRunner.load(graph, QUIET)
   return {
     signature: onnxSignature(model, { name }),
     async execute (request) {
@@ -57,7 +57,7 @@ const tick = () => new Promise((resolve) => setTimeout(resolve, 5))
 t.test('the runner opens the library onnxruntime-node ships, at an API version that library serves', async (t) => {
   const onnxRunner = runner(t)
   t.equal(onnxRunner.runtimeVersion, undefined, 'nothing is loaded before the first model')
-  const fromRunner = onnxRunner.load(path.join(__dirname, '../example/onnx/simple.onnx'))
+  const fromRunner = await onnxRunner.load(path.join(__dirname, '../example/onnx/simple.onnx'))
   const installed = (require('onnxruntime-node/package.json') as { version: string }).version
   t.equal(onnxRunner.runtimeVersion, installed, 'the library reports the installed onnxruntime-node\'s version')
   t.ok(fromRunner instanceof OnnxModel, 'a model of the runner')
@@ -70,7 +70,7 @@ t.test('the runner opens the library onnxruntime-node ships, at an API version t
   // The same signatures as onnxruntime-node's sessions of the same graphs give.
   for (const [name, graph] of [['simple', simpleGraph()], ['identity', identityGraph()], ['classifier', classifierGraph()]] as const) {
     const session = await InferenceSession.create(Buffer.from(graph))
-    t.same(onnxSignature(onnxRunner.load(graph), { name }), onnxSignature(session, { name }), `${name}: the signature onnxruntime-node reads`)
+    t.same(onnxSignature(await onnxRunner.load(graph), { name }), onnxSignature(session, { name }), `${name}: the signature onnxruntime-node reads`)
   }
   t.same(onnxSignature(fromRunner, { name: 's' }).inputs[0], { name: 'INPUT0', datatype: 'INT32', shape: [-1, 16] }, 'from a file too')
 })
@@ -83,7 +83,7 @@ t.test('without onnxruntime-node, the runner says which package to install', asy
 t.test('simple through the runner and shared memory: inputs read in place, outputs written by ORT, no copy', async (t) => {
   const onnxRunner = runner(t)
   await simpleInPlace(t, (graph, name, afterRun) => runnerModel(onnxRunner, graph, name, { afterRun }), 'runner_simple')
-  const { app } = await buildInferApp(t, [runnerModel(onnxRunner, simpleGraph(), 'simple')])
+  const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, simpleGraph(), 'simple')])
   const json = await infer(app, 'simple', {
     inputs: [jsonInput('INPUT0', 'INT32', [2, 16], [...sixteen((i) => i), ...sixteen((i) => 2 * i)]), jsonInput('INPUT1', 'INT32', [2, 16], new Array(32).fill(1))],
     outputs: [{ name: 'OUTPUT1' }]
@@ -98,7 +98,7 @@ t.test('every fixed-size datatype through the runner, from binary data and share
 })
 
 t.test('an output whose shape only ORT knows is ORT\'s memory, copied once into its storage', async (t) => {
-  const { app } = await buildInferApp(t, [runnerModel(runner(t), identityOf(DataType.FLOAT, ['n'], ['m']), 'm')])
+  const { app } = await buildInferApp(t, [await runnerModel(runner(t), identityOf(DataType.FLOAT, ['n'], ['m']), 'm')])
   const { result: response, copies } = await countCopies(() => infer(app, 'm', { inputs: [jsonInput('x', 'FP32', [2], [1.5, -2])] }))
   t.equal(response.statusCode, 200, response.body)
   t.equal(copies, 1, 'one copy')
@@ -133,7 +133,7 @@ async function slowRequest (t: Test, app: Awaited<ReturnType<typeof buildInferAp
 
 /** Rows that make the slow graph run for about `ms` on this machine now (measured, never less than 64). */
 async function calibratedRows (t: Test, onnxRunner: OnnxRunner, ms: number): Promise<number> {
-  const { app } = await buildInferApp(t, [runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
+  const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
   const rows = 256
   const { body } = await slowRequest(t, app, rows, 'runner_calibrate')
   const start = performance.now()
@@ -143,7 +143,7 @@ async function calibratedRows (t: Test, onnxRunner: OnnxRunner, ms: number): Pro
 
 t.test('ORT writes an output once, into the region, while the run goes on; the event loop keeps turning', async (t) => {
   const onnxRunner = runner(t)
-  const { app } = await buildInferApp(t, [runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
+  const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
   /** One run watched from the event loop: when doubled appeared in the region, and what else was done meanwhile. */
   const watchedRun = async ({ body, floats, doubledWritten }: Awaited<ReturnType<typeof slowRequest>>) => {
     const run = { responded: false }
@@ -204,7 +204,7 @@ t.test('a hold taken with retain() keeps the request\'s leases past its reply, u
 t.test('graph values that are not tensors are described as such, and cannot be served', async (t) => {
   const sequence = { sequenceType: { elemType: { tensorType: { elemType: DataType.FLOAT, shape: { dim: [{ dimValue: 2 }] } } } } }
   const graph = { name: 'g', node: [{ opType: 'Identity', input: ['x'], output: ['y'] }], input: [{ name: 'x', type: sequence }], output: [{ name: 'y', type: sequence }] }
-  const model = runner(t).load(onnx.ModelProto.encode(onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 16 }], graph })).finish())
+  const model = await runner(t).load(onnx.ModelProto.encode(onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 16 }], graph })).finish())
   t.same(model.inputMetadata, [{ name: 'x', isTensor: false }])
   t.throws(() => onnxSignature(model, { name: 'g' }), new TypeError("graph value 'x' is not a tensor: only tensors can be served"))
   t.same([ortTypeOfElement(DataType.BFLOAT16), ortTypeOfElement(22)], ['bfloat16', 'element type 22'], 'element types ORT for JavaScript has no name for')
@@ -214,7 +214,7 @@ t.test('runs at once are bounded by the runner\'s concurrency; more wait their t
   for (const concurrency of [1, 2]) {
     const onnxRunner = runner(t, { concurrency })
     const rows = await calibratedRows(t, onnxRunner, 400)
-    const { app } = await buildInferApp(t, [runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
+    const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
     const first = await slowRequest(t, app, rows, `runner_first_${concurrency}`)
     const second = await slowRequest(t, app, rows, `runner_second_${concurrency}`)
     const firstRun = { done: false }
@@ -234,7 +234,7 @@ t.test('runs at once are bounded by the runner\'s concurrency; more wait their t
 
 t.test('ORT\'s refusals and what the runner cannot take are 400s; bad options and models are refused at load', async (t) => {
   const onnxRunner = runner(t)
-  const { app } = await buildInferApp(t, [runnerModel(onnxRunner, simpleGraph(), 'simple')])
+  const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, simpleGraph(), 'simple')])
   // Both inputs take the named dim 'batch': 2 and 3 disagree, which only ORT sees here.
   const response = await infer(app, 'simple', {
     inputs: [jsonInput('INPUT0', 'INT32', [2, 16], new Array(32).fill(1)), jsonInput('INPUT1', 'INT32', [3, 16], new Array(48).fill(1))]
@@ -242,8 +242,8 @@ t.test('ORT\'s refusals and what the runner cannot take are 400s; bad options an
   const message = assertError(t, response, 400, /^ONNX Runtime refused the request: ./)
   t.notMatch(message, /\/[a-z_]+\//, 'no path')
 
-  const strings = runnerModel(onnxRunner, identityOf(DataType.STRING, ['n']), 'strings')
-  const toStrings = onnxRunner.load(onnx.ModelProto.encode(onnx.ModelProto.create({
+  const strings = await runnerModel(onnxRunner, identityOf(DataType.STRING, ['n']), 'strings')
+  const toStrings = await onnxRunner.load(onnx.ModelProto.encode(onnx.ModelProto.create({
     irVersion: 8,
     opsetImport: [{ domain: '', version: 13 }],
     graph: {
@@ -261,7 +261,7 @@ t.test('ORT\'s refusals and what the runner cannot take are 400s; bad options an
     "tensor 'y' has datatype BYTES, which ONNX Runtime cannot take")
 
   // A host's own signature that disagrees with the graph: refused, never reinterpreted.
-  const identity = onnxRunner.load(identityGraph(), QUIET)
+  const identity = await onnxRunner.load(identityGraph(), QUIET)
   const disagreeing = (inputs: ModelSignature['inputs'], outputs: ModelSignature['outputs']): TestModel =>
     ({ signature: { name: 'm', inputs, outputs }, execute: (request) => identity.run(request) })
   const { app: customApp } = await buildInferApp(t, [disagreeing([{ name: 'INPUT0', datatype: 'INT32', shape: [-1] }], [{ name: 'OUTPUT0', datatype: 'FP32', shape: [-1] }])])
@@ -272,24 +272,24 @@ t.test('ORT\'s refusals and what the runner cannot take are 400s; bad options an
     "ONNX Runtime refused the request: tensor 'EXTRA' has datatype FP32, the graph's has none")
 
   t.throws(() => new OnnxRunner({ concurrency: 0 }), new TypeError('concurrency must be an integer of at least 1, got 0'))
-  t.throws(() => onnxRunner.load(simpleGraph(), { intraOpThreads: 1.5 }), new TypeError('intraOpThreads must be an integer of at least 0, got 1.5'))
-  t.throws(() => onnxRunner.load(simpleGraph(), { graphOptimizationLevel: 'most' as 'all' }), new TypeError('graphOptimizationLevel must be one of disabled, basic, extended, all'))
-  t.throws(() => onnxRunner.load(simpleGraph(), { logSeverityLevel: 5 as 4 }), new TypeError('logSeverityLevel must be 0 to 4'))
+  await t.rejects(onnxRunner.load(simpleGraph(), { intraOpThreads: 1.5 }), new TypeError('intraOpThreads must be an integer of at least 0, got 1.5'))
+  await t.rejects(onnxRunner.load(simpleGraph(), { graphOptimizationLevel: 'most' as 'all' }), new TypeError('graphOptimizationLevel must be one of disabled, basic, extended, all'))
+  await t.rejects(onnxRunner.load(simpleGraph(), { logSeverityLevel: 5 as 4 }), new TypeError('logSeverityLevel must be 0 to 4'))
   for (const level of ['disabled', 'basic', 'extended'] as const) {
-    t.same(onnxRunner.load(simpleGraph(), { graphOptimizationLevel: level, intraOpThreads: 2, interOpThreads: 1 }).inputMetadata.length, 2, `optimization ${level}`)
+    t.same((await onnxRunner.load(simpleGraph(), { graphOptimizationLevel: level, intraOpThreads: 2, interOpThreads: 1 })).inputMetadata.length, 2, `optimization ${level}`)
   }
-  t.throws(() => onnxRunner.load(Buffer.from('not a model'), QUIET), { code: 'ERR_ORT' }, 'bytes that are no model: ORT says why')
-  t.throws(() => onnxRunner.load('/nonexistent/model.onnx', QUIET), { code: 'ERR_ORT' }, 'a file that does not exist')
-  t.throws(() => new OnnxRunner({ library: '/nonexistent/libonnxruntime.so.1' }).load(simpleGraph()),
+  await t.rejects(onnxRunner.load(Buffer.from('not a model'), QUIET), { code: 'ERR_ORT' }, 'bytes that are no model: ORT says why')
+  await t.rejects(onnxRunner.load('/nonexistent/model.onnx', QUIET), { code: 'ERR_ORT' }, 'a file that does not exist')
+  await t.rejects(new OnnxRunner({ library: '/nonexistent/libonnxruntime.so.1' }).load(simpleGraph()),
     { message: /^fastify-triton-shm\/onnxruntime could not load ONNX Runtime from \/nonexistent\/libonnxruntime.so.1: / })
-  t.throws(() => new OnnxRunner({ library: 'libm.so.6' }).load(simpleGraph()),
+  await t.rejects(new OnnxRunner({ library: 'libm.so.6' }).load(simpleGraph()),
     { message: 'fastify-triton-shm/onnxruntime could not load ONNX Runtime from libm.so.6: the library is not ONNX Runtime, or too old' })
 })
 
 t.test('close waits for the runs in flight, then refuses new ones (503) and new models', async (t) => {
   const onnxRunner = new OnnxRunner()
   const rows = await calibratedRows(t, onnxRunner, 400)
-  const { app } = await buildInferApp(t, [runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
+  const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
   const { body, floats, doubledWritten } = await slowRequest(t, app, rows, 'runner_close')
   const response = infer(app, 'slow', body)
   while (!doubledWritten()) await tick()
@@ -303,14 +303,21 @@ t.test('close waits for the runs in flight, then refuses new ones (503) and new 
   t.ok(floats(2).every((value, index) => value === 2 * floats(0)[index]), 'having written its last output')
   t.equal((await response).statusCode, 200, 'and was answered in full')
   assertError(t, await infer(app, 'slow', body), 503, 'the ONNX runner is closed: the server is shutting down')
-  t.throws(() => onnxRunner.load(simpleGraph()), { message: 'the ONNX runner is closed' })
+  await t.rejects(onnxRunner.load(simpleGraph()), { message: 'the ONNX runner is closed' })
+
+  // A model still loading when its runner closes is ended, and refused.
+  const late = new OnnxRunner()
+  await late.load(identityGraph())
+  const loading = late.load(classifierGraph())
+  await late.close()
+  await t.rejects(loading, { message: 'the ONNX runner is closed' }, 'a model that finished loading after close')
 })
 
 t.test('a client that leaves mid-run: its leases outlive the reply until ORT is done, and its run is stopped', async (t) => {
   const onnxRunner = runner(t)
   const rows = await calibratedRows(t, onnxRunner, 1500)
   let leasesAfterClose = -1
-  const model = runnerModel(onnxRunner, slowGraph(STAGES), 'slow')
+  const model = await runnerModel(onnxRunner, slowGraph(STAGES), 'slow')
   const { app, seen } = await buildInferApp(t, [model])
   const { body, floats, doubledWritten, region } = await slowRequest(t, app, rows, 'runner_leaves')
   await app.listen({ port: 0, host: '127.0.0.1' })
@@ -338,7 +345,7 @@ t.test('a region truncated under ORT\'s threads is caught by the fault guard: ze
   const x = Float32Array.from({ length: rows * SLOW_COLUMNS }, (_, index) => 1 + (index % 7))
   writeObjectFile(key, 0, new Uint8Array(x.buffer))
   let truncate = true
-  const { app } = await buildInferApp(t, [runnerModel(runner(t), slowGraph(1), 'slow', {
+  const { app } = await buildInferApp(t, [await runnerModel(runner(t), slowGraph(1), 'slow', {
     // After the request leased the region, before ORT reads it: the owner shrinks it to one page.
     before: () => { if (truncate) truncateSync(objectPath(key), PAGE_SIZE) }
   })])

@@ -116,7 +116,7 @@ t.test('without a compiler, python or make: installs from the prebuild and serve
     "import { OnnxRunner, onnxSignature, runSession } from 'fastify-triton-shm/onnxruntime'\n" +
     'const cjs = (await import("node:module")).createRequire(import.meta.url)("fastify-triton-shm/onnxruntime")\n' +
     'const error = await runSession({}, {}).catch((error) => error.message)\n' +
-    "const runnerError = (() => { try { new OnnxRunner().load('model.onnx') } catch (error) { return error.message } })()\n" +
+    "const runnerError = await new OnnxRunner().load('model.onnx').catch((error) => error.message)\n" +
     'console.log(JSON.stringify({ functions: [typeof onnxSignature, typeof cjs.runSession, typeof cjs.OnnxRunner], error, runnerError }))'], project, env)
   const install = "fastify-triton-shm/onnxruntime needs the package 'onnxruntime-node': npm install onnxruntime-node"
   t.same(JSON.parse(adapter), {

@@ -4,7 +4,8 @@
  *   ortLoad(libraryPath)                  -> the runtime: the library, opened with dlopen (never linked,
  *                                            so the addon loads without it), with `version` and
  *                                            `apiVersion` (ort-api.h)
- *   ortSession(runtime, model, options)   -> a session from a model file (string) or bytes (Uint8Array),
+ *   ortSession(runtime, model, options)   -> a promise of a session, made on a worker thread from a model
+ *                                            file (string) or bytes (Uint8Array, kept alive meanwhile),
  *                                            with `inputs` and `outputs`: { name, tensor, type, shape }
  *   ortRun(session, inputIndices, inputBytes, inputShapes, outputIndices, outputBytes, outputShapes)
  *                                         -> a run, whose `done` promises one entry per output: null where
@@ -227,29 +228,87 @@ static OrtSessionOptions *session_options(napi_env env, const OrtApi *api, napi_
   return made;
 }
 
-static OrtSession *create_session(napi_env env, ort_runtime *runtime, napi_value model, const OrtSessionOptions *options) {
-  const OrtApi *api = runtime->api;
-  OrtSession *session = NULL;
+/* A session being made on a worker thread: from a file (`path`) or from bytes kept alive by `model`. */
+typedef struct ort_load {
+  ort_runtime *runtime; /* one reference, handed to the session made */
+  OrtSessionOptions *options;
+  char *path;
+  const void *data;
+  size_t length;
+  napi_ref model;
+  napi_deferred deferred;
+  napi_async_work work;
+  OrtSession *session;
+  OrtStatus *status;
+} ort_load;
+
+static void free_load(napi_env env, ort_load *load) {
+  const OrtApi *api = load->runtime->api;
+  if (load->options != NULL) api->ReleaseSessionOptions(load->options);
+  if (load->status != NULL) api->ReleaseStatus(load->status);
+  if (load->model != NULL) napi_delete_reference(env, load->model);
+  if (load->work != NULL) napi_delete_async_work(env, load->work);
+  free(load->path);
+  free(load);
+}
+
+/* Where the model is: bytes (a Uint8Array, referenced until the load ends) or a path, copied. */
+static int read_model(napi_env env, ort_load *load, napi_value model) {
   bool is_typed_array = false;
+  size_t length = 0;
   napi_is_typedarray(env, model, &is_typed_array);
   if (is_typed_array) {
     void *data = NULL;
-    size_t length = 0;
-    napi_get_typedarray_info(env, model, NULL, &length, &data, NULL, NULL);
-    return ok(env, api, api->CreateSessionFromArray(runtime->env, data, length, options, &session)) ? session : NULL;
+    napi_get_typedarray_info(env, model, NULL, &load->length, &data, NULL, NULL);
+    load->data = data;
+    return napi_create_reference(env, model, 1, &load->model) == napi_ok || (throw_message(env, "out of memory"), 0);
   }
-  size_t length = 0;
-  if (napi_get_value_string_utf8(env, model, NULL, 0, &length) != napi_ok) return throw_message(env, "a model is a path or bytes"), NULL;
-  char *path = malloc(length + 1);
-  if (path == NULL) return throw_message(env, "out of memory"), NULL;
-  napi_get_value_string_utf8(env, model, path, length + 1, &length);
-  if (strlen(path) != length) {
-    free(path);
-    return throw_message(env, "a model path cannot hold a NUL byte"), NULL;
+  if (napi_get_value_string_utf8(env, model, NULL, 0, &length) != napi_ok) return throw_message(env, "a model is a path or bytes"), 0;
+  load->path = malloc(length + 1);
+  if (load->path == NULL) return throw_message(env, "out of memory"), 0;
+  napi_get_value_string_utf8(env, model, load->path, length + 1, &length);
+  if (strlen(load->path) != length) return throw_message(env, "a model path cannot hold a NUL byte"), 0;
+  return 1;
+}
+
+static void execute_load(napi_env env, void *data) {
+  (void)env;
+  ort_load *load = data;
+  const OrtApi *api = load->runtime->api;
+  load->status = load->path != NULL ? api->CreateSession(load->runtime->env, load->path, load->options, &load->session)
+                                    : api->CreateSessionFromArray(load->runtime->env, load->data, load->length, load->options, &load->session);
+}
+
+static napi_value session_handle(napi_env env, ort_session *session);
+
+/* Settles the load's promise with the session's handle, or with what ORT or Node-API refused. */
+static void complete_load(napi_env env, napi_status status, void *data) {
+  ort_load *load = data;
+  ort_runtime *runtime = load->runtime;
+  napi_value handle = NULL, error;
+  (void)status;
+  if (load->status != NULL) {
+    throw_message(env, runtime->api->GetErrorMessage(load->status));
+    drop_runtime(runtime);
+  } else {
+    ort_session *session = calloc(1, sizeof(ort_session));
+    if (session == NULL) {
+      runtime->api->ReleaseSession(load->session);
+      drop_runtime(runtime);
+      throw_message(env, "out of memory");
+    } else {
+      session->runtime = runtime;
+      session->session = load->session;
+      handle = session_handle(env, session);
+    }
   }
-  int created = ok(env, api, api->CreateSession(runtime->env, path, options, &session));
-  free(path);
-  return created ? session : NULL;
+  if (handle != NULL) {
+    napi_resolve_deferred(env, load->deferred, handle);
+  } else {
+    napi_get_and_clear_last_exception(env, &error);
+    napi_reject_deferred(env, load->deferred, error);
+  }
+  free_load(env, load);
 }
 
 /* { name, tensor, type, shape } of one input or output; symbolic dimensions by their name. */
@@ -344,24 +403,31 @@ static napi_value session_handle(napi_env env, ort_session *session) {
 }
 
 static napi_value new_session(napi_env env, napi_callback_info info) {
-  napi_value args[3];
+  napi_value args[3], promise, name;
   if (!get_args(env, info, 3, args)) return NULL;
   ort_runtime *runtime = unwrapped(env, args[0]);
   if (runtime == NULL) return NULL;
-  OrtSessionOptions *options = session_options(env, runtime->api, args[2]);
-  if (options == NULL) return NULL;
-  OrtSession *made = create_session(env, runtime, args[1], options);
-  runtime->api->ReleaseSessionOptions(options);
-  if (made == NULL) return NULL;
-  ort_session *session = calloc(1, sizeof(ort_session));
-  if (session == NULL) {
-    runtime->api->ReleaseSession(made);
-    return throw_message(env, "out of memory");
-  }
-  session->runtime = runtime;
-  session->session = made;
+  ort_load *load = calloc(1, sizeof(ort_load));
+  if (load == NULL) return throw_message(env, "out of memory");
+  load->runtime = runtime;
   runtime->references++;
-  return session_handle(env, session);
+  load->options = session_options(env, runtime->api, args[2]);
+  napi_create_string_utf8(env, "fastify-triton-shm:ort-load", NAPI_AUTO_LENGTH, &name);
+  if (load->options == NULL || !read_model(env, load, args[1])) {
+    /* A refused option or model has thrown already. */
+    drop_runtime(runtime);
+    free_load(env, load);
+    return NULL;
+  }
+  if (napi_create_promise(env, &load->deferred, &promise) != napi_ok ||
+      napi_create_async_work(env, NULL, name, execute_load, complete_load, load, &load->work) != napi_ok ||
+      napi_queue_async_work(env, load->work) != napi_ok) {
+    /* Only when Node-API itself runs out of memory. */
+    drop_runtime(runtime);
+    free_load(env, load);
+    return throw_message(env, "could not start loading the model");
+  }
+  return promise;
 }
 
 static void free_run(ort_run *run) {

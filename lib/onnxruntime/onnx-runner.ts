@@ -74,17 +74,24 @@ export class OnnxRunner {
   }
 
   /**
-   * Loads a model from a file or from its bytes. Loading is synchronous (it reads and optimizes the
-   * graph): do it before the server listens. Throws, naming the package, without onnxruntime-node
-   * and without `library`.
+   * Loads a model from a file or from its bytes, on a worker thread (ORT reads and optimizes the
+   * graph there). Refused without onnxruntime-node and without `library`, naming the package.
    */
-  load (model: string | Uint8Array, options: OnnxSessionOptions = {}): OnnxModel {
-    if (this.#closed) throw new Error('the ONNX runner is closed')
+  async load (model: string | Uint8Array, options: OnnxSessionOptions = {}): Promise<OnnxModel> {
+    this.#checkOpen()
     const config = sessionConfig(options)
     this.#runtime ??= loadRuntime(this.#library ?? bundledLibrary())
-    const loaded = new OnnxModel(ortAddon.ortSession(this.#runtime, model, config), this.#slots)
+    const session = await ortAddon.ortSession(this.#runtime, model, config)
+    // A runner closed meanwhile has ended its models: this one would outlive it.
+    if (this.#closed) ortAddon.ortRelease(session)
+    this.#checkOpen()
+    const loaded = new OnnxModel(session, this.#slots)
     this.#models.push(loaded)
     return loaded
+  }
+
+  #checkOpen (): void {
+    if (this.#closed) throw new Error('the ONNX runner is closed')
   }
 
   /** Refuses new runs (503), waits for those in flight, then ends every model's session. For the

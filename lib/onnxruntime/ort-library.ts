@@ -34,7 +34,7 @@ export interface OrtSessionConfig {
 
 interface OrtAddon {
   ortLoad(libraryPath: string): OrtRuntimeHandle
-  ortSession(runtime: OrtRuntimeHandle, model: string | Uint8Array, options: OrtSessionConfig): OrtSessionHandle
+  ortSession(runtime: OrtRuntimeHandle, model: string | Uint8Array, options: OrtSessionConfig): Promise<OrtSessionHandle>
   ortRun(session: OrtSessionHandle, inputIndices: number[], inputBytes: Uint8Array[], inputShapes: number[][],
     outputIndices: number[], outputBytes: Array<Uint8Array | null>, outputShapes: Array<number[] | null>): OrtRunHandle
   ortTerminate(run: OrtRunHandle): void
