@@ -27,7 +27,7 @@ typedef struct OrtSessionOptions OrtSessionOptions;
 typedef struct OrtAllocator OrtAllocator;
 
 /* ONNX's TensorProto.DataType numbering, which ONNX Runtime keeps. */
-enum { ORT_ELEMENT_UNDEFINED = 0, ORT_ELEMENT_STRING = 8, ORT_ELEMENT_TYPE_COUNT = 17 };
+enum { ORT_ELEMENT_UNDEFINED = 0, ORT_ELEMENT_TYPE_COUNT = 17 };
 enum { ORT_ONNX_TYPE_TENSOR = 1 };
 enum { ORT_LOGGING_LEVEL_WARNING = 2 };
 enum { ORT_DEVICE_ALLOCATOR = 0, ORT_MEM_TYPE_DEFAULT = 0 };

@@ -22,7 +22,6 @@
 #include <node_api.h>
 
 #include <dlfcn.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
