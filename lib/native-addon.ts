@@ -1,6 +1,6 @@
 /**
  * The native addon (lib/native/), loaded once by Node's module cache: shared memory (shm.c) and the
- * ONNX runner (ort-runner.c) live in one binary, each given its typed face where it is used.
+ * ONNX runner (ort-session.c, ort-run.c) live in one binary, each given its typed face where it is used.
  */
 import path from 'node:path'
 

@@ -14,7 +14,7 @@
  *   create(key, byteSize)      -> makes a new object (O_CREAT | O_EXCL, mode 0600) of that size
  *   unlink(key)                -> removes an object's name
  *
- * The ONNX runner's functions (ort-runner.c) are defined on the same exports.
+ * The ONNX runner's functions (ort-session.c, ort-run.c) are defined on the same exports.
  *
  * Errors thrown here carry `syscall` and `errno` (the C value), or a `code` of our own for checks
  * that are not system calls; lib/posix-shm.ts turns them into typed errors.

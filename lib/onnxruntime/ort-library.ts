@@ -1,5 +1,5 @@
 /**
- * ONNX Runtime's shared library, opened by the addon's runner (lib/native/ort-runner.c) with dlopen
+ * ONNX Runtime's shared library, opened by the addon's runner (lib/native/ort-session.c) with dlopen
  * when first needed: the one the installed onnxruntime-node ships, or one the host names. The
  * library runs in this process with its full rights, so only a path the host chose is ever opened.
  */
