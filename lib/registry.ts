@@ -102,7 +102,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
         if (existing !== undefined && !this.#removeIfUnheld(existing)) throw errors.duplicateRegion(name)
         this.#checkLimits(name, byteSize, records)
         mapping = this.#map(name, key, offset, byteSize)
-        return this.#store.add({ name, key, offset, byteSize })
+        return this.#store.add({ name, key, offset, byteSize, object: mapping.object })
       })
       this.#mapped.set(record.id, new Region(record, mapping as MappedRange))
     } catch (error) {
@@ -256,6 +256,12 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     try {
       mapping = new MappedRange(record.key, record.offset, record.byteSize)
     } catch {
+      throw errors.regionUnavailableHere(record.name)
+    }
+    // The key may name another object by now (the client's was removed and made again, or someone
+    // else made one under that name): only the registered object is ever served.
+    if (mapping.object !== record.object) {
+      mapping.unmap()
       throw errors.regionUnavailableHere(record.name)
     }
     const region = new Region(record, mapping)

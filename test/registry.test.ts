@@ -616,8 +616,9 @@ t.test('without a logger the registry stays silent and works', async (t) => {
 
 t.test('Region: one mapping, its leases and its close', async (t) => {
   const key = patternedObject(t, PAGE_SIZE, 'region')
-  const record = { id: 1, name: 'r', key, offset: 7, byteSize: 20, unregisterPending: false }
-  const region = new Region(record, new MappedRange(key, 7, 20))
+  const mapping = new MappedRange(key, 7, 20)
+  const record = { id: 1, name: 'r', key, offset: 7, byteSize: 20, object: mapping.object, unregisterPending: false }
+  const region = new Region(record, mapping)
   t.teardown(() => region.close())
   t.equal(region.record, record)
   t.same(regionStatus(record), { name: 'r', key, offset: 7, byte_size: 20 })
