@@ -6,14 +6,15 @@ import { constants } from 'node:buffer'
 import path from 'node:path'
 import { getSystemErrorName } from 'node:util'
 
-/** The addon's handle to one mapping; `object` names the mapped object as `<device>:<inode>`. */
-interface MappingHandle { readonly object: string }
-
+/** Every window stands for its mapping in the addon's calls. */
 interface Addon {
-  map(key: string, offset: number, byteSize: number): MappingHandle
-  window(mapping: MappingHandle | ArrayBuffer, offset: number, byteSize: number): ArrayBuffer
-  unmap(mapping: MappingHandle | ArrayBuffer): boolean
-  intact(mapping: MappingHandle | ArrayBuffer): boolean
+  /** Maps the range and returns its first window, `[0, firstBytes)`. */
+  map(key: string, offset: number, byteSize: number, firstBytes: number): ArrayBuffer
+  window(mapping: ArrayBuffer, offset: number, byteSize: number): ArrayBuffer
+  /** The mapped object as `<device>:<inode>`. */
+  identity(mapping: ArrayBuffer): string
+  unmap(mapping: ArrayBuffer): boolean
+  intact(mapping: ArrayBuffer): boolean
   create(key: string, byteSize: number): void
   unlink(key: string): void
 }
@@ -76,12 +77,18 @@ export class MappedRange {
   readonly byteSize: number
   /** The mapped object as `<device>:<inode>`: equal for two mappings of one object, whatever their keys. */
   readonly object: string
-  readonly #handle: MappingHandle
+  /** The whole range as one ArrayBuffer, where one can hold it (a view then needs no native call). */
+  readonly whole: ArrayBuffer | undefined
+  /** The first window, made with the mapping: it stands for the mapping in the addon's calls. */
+  readonly #handle: ArrayBuffer
 
   constructor (key: string, offset: number, byteSize: number) {
-    this.#handle = call(() => addon.map(key, offset, byteSize))
+    // A comparison, not Math.min: whatever the caller passed reaches the addon's checks as it came.
+    const firstBytes = byteSize > MappedRange.maxWindowBytes ? MappedRange.maxWindowBytes : byteSize
+    this.#handle = call(() => addon.map(key, offset, byteSize, firstBytes))
     this.byteSize = byteSize
-    this.object = this.#handle.object
+    this.object = addon.identity(this.#handle)
+    this.whole = byteSize <= MappedRange.maxWindowBytes ? this.#handle : undefined
   }
 
   /** An ArrayBuffer over `[offset, offset + byteSize)` of the range. */
@@ -108,12 +115,9 @@ export class MappedRange {
  */
 export function mapObject (key: string, offset: number, byteSize: number): ArrayBuffer {
   const range = new MappedRange(key, offset, byteSize)
-  try {
-    return range.window(0, byteSize)
-  } catch (error) {
-    range.unmap()
-    throw error
-  }
+  if (range.whole !== undefined) return range.whole
+  range.unmap()
+  throw new PosixShmError('ERR_SHM_WINDOW_TOO_LARGE')
 }
 
 /**

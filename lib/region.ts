@@ -21,7 +21,7 @@ export class Region {
   constructor (record: RegionRecord, mapping: MappedRange) {
     this.record = record
     this.#mapping = mapping
-    this.#whole = record.byteSize <= MappedRange.maxWindowBytes ? mapping.window(0, record.byteSize) : undefined
+    this.#whole = mapping.whole
   }
 
   get liveLeases (): number {
