@@ -34,6 +34,12 @@ const MAX_VIEW_BYTES = BigInt(MappedRange.maxWindowBytes)
 
 const silentLogger: RegistryLogger = { info () {}, debug () {} }
 
+/** Logged for the operator when a key names no object here: Triton's most reported shared memory
+ * problem, and the client's message (Triton's) cannot say why. */
+const NOT_IN_THIS_SHM = "system shared memory object does not exist in this server's /dev/shm: most likely the client " +
+  'and the server do not share /dev/shm (separate containers without --ipc=host or --ipc=container:<name>, ' +
+  'Kubernetes containers without one memory-backed emptyDir mounted at /dev/shm, or another pod or host)'
+
 const isUnsignedInteger = (value: unknown): value is number =>
   Number.isSafeInteger(value) && (value as number) >= 0
 
@@ -135,6 +141,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     } catch (error) {
       // The cause (errno, object type) stays in this process: the client only learns that it failed.
       const { code } = error as PosixShmError
+      if (code === 'ENOENT') this.#log.info({ region: name, key }, NOT_IN_THIS_SHM)
       throw code === 'ERR_SHM_OUT_OF_BOUNDS' ? errors.invalidRegisterArgs(name) : errors.unableToOpen(key)
     }
   }
