@@ -5,16 +5,18 @@
 import { constants } from 'node:buffer'
 import path from 'node:path'
 import { getSystemErrorName } from 'node:util'
+import { isArrayBuffer } from 'node:util/types'
 
-/** Every window stands for its mapping in the addon's calls. */
+/** The addon's handle to one mapping (an external value); any of its windows stands for it too. */
+type MappingHandle = object
+
 interface Addon {
-  /** Maps the range and returns its first window, `[0, firstBytes)`. */
-  map(key: string, offset: number, byteSize: number, firstBytes: number): ArrayBuffer
-  window(mapping: ArrayBuffer, offset: number, byteSize: number): ArrayBuffer
+  map(key: string, offset: number, byteSize: number): MappingHandle
+  window(mapping: MappingHandle | ArrayBuffer, offset: number, byteSize: number): ArrayBuffer
   /** The mapped object as `<device>:<inode>`. */
-  identity(mapping: ArrayBuffer): string
-  unmap(mapping: ArrayBuffer): boolean
-  intact(mapping: ArrayBuffer): boolean
+  identity(mapping: MappingHandle | ArrayBuffer): string
+  unmap(mapping: MappingHandle | ArrayBuffer): boolean
+  intact(mapping: MappingHandle | ArrayBuffer): boolean
   create(key: string, byteSize: number): void
   unlink(key: string): void
 }
@@ -77,18 +79,21 @@ export class MappedRange {
   readonly byteSize: number
   /** The mapped object as `<device>:<inode>`: equal for two mappings of one object, whatever their keys. */
   readonly object: string
-  /** The whole range as one ArrayBuffer, where one can hold it (a view then needs no native call). */
-  readonly whole: ArrayBuffer | undefined
-  /** The first window, made with the mapping: it stands for the mapping in the addon's calls. */
-  readonly #handle: ArrayBuffer
+  readonly #handle: MappingHandle
+  #whole: ArrayBuffer | undefined
 
   constructor (key: string, offset: number, byteSize: number) {
-    // A comparison, not Math.min: whatever the caller passed reaches the addon's checks as it came.
-    const firstBytes = byteSize > MappedRange.maxWindowBytes ? MappedRange.maxWindowBytes : byteSize
-    this.#handle = call(() => addon.map(key, offset, byteSize, firstBytes))
+    this.#handle = call(() => addon.map(key, offset, byteSize))
     this.byteSize = byteSize
     this.object = addon.identity(this.#handle)
-    this.whole = byteSize <= MappedRange.maxWindowBytes ? this.#handle : undefined
+  }
+
+  /** The whole range as one window, made at its first use, where one ArrayBuffer can hold it (a
+   * view of it then needs no native call); undefined for a larger range. */
+  get whole (): ArrayBuffer | undefined {
+    if (this.byteSize > MappedRange.maxWindowBytes) return undefined
+    this.#whole ??= this.window(0, this.byteSize)
+    return this.#whole
   }
 
   /** An ArrayBuffer over `[offset, offset + byteSize)` of the range. */
@@ -125,7 +130,14 @@ export function mapObject (key: string, offset: number, byteSize: number): Array
  * reads as length 0 from now on. Returns false if it was unmapped already.
  */
 export function unmapObject (buffer: ArrayBuffer): boolean {
-  return call(() => addon.unmap(buffer))
+  return call(() => addon.unmap(ownWindow(buffer)))
+}
+
+/** Only an ArrayBuffer is passed on: the addon takes any external value for one of its own
+ * mapping handles, which never leave this module. */
+function ownWindow (buffer: ArrayBuffer): ArrayBuffer {
+  if (!isArrayBuffer(buffer)) throw new PosixShmError('ERR_INVALID_ARG')
+  return buffer
 }
 
 /**
@@ -134,7 +146,7 @@ export function unmapObject (buffer: ArrayBuffer): boolean {
  * lib/native/fault-guard.c). Also false once unmapped.
  */
 export function isIntact (buffer: ArrayBuffer): boolean {
-  return call(() => addon.intact(buffer))
+  return call(() => addon.intact(ownWindow(buffer)))
 }
 
 /** Creates a new object of `byteSize` zero bytes, readable and writable by this user only. */

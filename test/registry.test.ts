@@ -272,8 +272,15 @@ t.test('register refuses objects it cannot open, non-regular objects and out-of-
   t.same(registry.status(), [])
   t.same(mappingsOf(key), [])
   t.equal(openFdCount(), fdsBefore, 'every descriptor was closed')
-  t.equal(records.length, 9)
+  t.equal(records.length, 10, 'a debug line for each refusal, and the hint for the missing object')
   t.same(records[0], {
+    level: 'info',
+    object: { region: 'r', key: missing },
+    message: "system shared memory object does not exist in this server's /dev/shm: most likely the client and the server do not share " +
+      '/dev/shm (separate containers without --ipc=host or --ipc=container:<name>, Kubernetes containers without one memory-backed ' +
+      'emptyDir mounted at /dev/shm, or another pod or host)'
+  })
+  t.same(records[1], {
     level: 'debug',
     object: { region: 'r', key: missing, reason: unableToOpen(missing) },
     message: 'refused to register system shared memory region'

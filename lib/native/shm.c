@@ -1,16 +1,15 @@
 /*
  * POSIX shared memory for Node, over Node-API only (ABI-stable across Node versions).
  *
- *   map(key, offset, byteSize, firstBytes) -> maps [offset, offset + byteSize) of the object and
- *                                    returns its first window, [0, firstBytes): a region may be
- *                                    larger than one ArrayBuffer can be, so it is mapped once and
- *                                    seen through as many windows as its users need. Any window
- *                                    stands for its mapping in the calls below
- *   window(window, offset, size)  -> another ArrayBuffer over [offset, offset + size) of that range
- *   identity(window)              -> the mapped object as "<device>:<inode>"
- *   unmap(window)                 -> true if it unmapped; detaches every window first, so every view
+ *   map(key, offset, byteSize)    -> a handle (an external value) to a mapping of
+ *                                    [offset, offset + byteSize) of the object
+ *   window(mapping, offset, size) -> an ArrayBuffer over [offset, offset + size) of that range. A
+ *                                    region may be larger than one ArrayBuffer can be, so it is
+ *                                    mapped once and seen through as many windows as its users need
+ *   identity(mapping)             -> the mapped object as "<device>:<inode>"
+ *   unmap(mapping or window)      -> true if it unmapped; detaches every window first, so every view
  *                                    reads as empty
- *   intact(window)                -> false if the object shrank below the mapped range since (its
+ *   intact(mapping or window)     -> false if the object shrank below the mapped range since (its
  *                                    owner truncated it), or a page past its end was touched
  *                                    (fault-guard.c)
  *   create(key, byteSize)      -> makes a new object (O_CREAT | O_EXCL, mode 0600) of that size
@@ -114,12 +113,18 @@ static void release_mapping(mapping *map) {
   close(map->fd);
 }
 
-/* The mapping struct lives while any of its windows does: the last to be collected frees it,
+/* The mapping struct lives while its handle or any window does: the last to be collected frees it,
  * unmapping first if nobody did. */
 static void drop_reference(mapping *map) {
   if (--map->references > 0) return;
   if (map->mapped) release_mapping(map);
   free(map);
+}
+
+static void finalize_handle(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  drop_reference(data);
 }
 
 /* An ArrayBuffer over part of a mapping. Each is weakly referenced from its mapping, so that
@@ -163,17 +168,17 @@ static napi_value fail_closing(napi_env env, int fd, const char *code, const cha
   return throw_errno(env, syscall, error_number);
 }
 
-static napi_value new_window(napi_env env, mapping *map, uint64_t offset, uint64_t byte_size);
-
 /* Maps [offset, offset + byte_size) of an open object, taking ownership of `fd` (closed on
  * failure, kept with the mapping on success). mmap needs a page-aligned file offset, so the
- * mapping starts at the page at or below `offset`. Returns its first window, [0, first_bytes). */
-static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_t byte_size, uint64_t first_bytes) {
+ * mapping starts at the page at or below `offset`. Returns the mapping's handle: an external
+ * value, the cheapest thing Node-API can tie a finalizer to. Its bytes are reached through
+ * windows, made when they are needed. */
+static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_t byte_size) {
   struct stat info;
   if (fstat(fd, &info) != 0) return fail_closing(env, fd, NULL, "fstat", errno);
   if (!S_ISREG(info.st_mode)) return fail_closing(env, fd, "ERR_SHM_NOT_REGULAR", NULL, 0);
   uint64_t object_size = (uint64_t)info.st_size;
-  if (byte_size == 0 || offset > object_size || byte_size > object_size - offset || first_bytes > byte_size) {
+  if (byte_size == 0 || offset > object_size || byte_size > object_size - offset) {
     return fail_closing(env, fd, "ERR_SHM_OUT_OF_BOUNDS", NULL, 0);
   }
   uint64_t page_offset = offset % (uint64_t)sysconf(_SC_PAGESIZE);
@@ -198,38 +203,44 @@ static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_
     return fail_closing(env, fd, NULL, "sigaction", guard_error);
   }
   map->mapped = 1;
-  /* Held while the first window is made: from then on the windows own `map`, and if that one
-   * cannot be made, nothing does and it goes. */
   map->references = 1;
-  napi_value first = new_window(env, map, 0, first_bytes);
-  drop_reference(map);
-  return first;
+  napi_value handle;
+  if (napi_create_external(env, map, finalize_handle, NULL, &handle) != napi_ok) {
+    release_mapping(map);
+    free(map);
+    return throw_errno(env, "napi_create_external", ENOMEM);
+  }
+  return handle;
 }
 
 static napi_value map_object(napi_env env, napi_callback_info info) {
-  napi_value args[4];
+  napi_value args[3];
   char key[KEY_MAX + 2];
-  uint64_t offset, byte_size, first_bytes;
-  if (!get_args(env, info, 4, args) || !get_key(env, args[0], key) || !get_size(env, args[1], &offset) ||
-      !get_size(env, args[2], &byte_size) || !get_size(env, args[3], &first_bytes)) {
+  uint64_t offset, byte_size;
+  if (!get_args(env, info, 3, args) || !get_key(env, args[0], key) ||
+      !get_size(env, args[1], &offset) || !get_size(env, args[2], &byte_size)) {
     return NULL;
   }
   int fd = shm_open(key, O_RDWR, 0);
   if (fd < 0) return throw_errno(env, "shm_open", errno);
-  return map_open_object(env, fd, offset, byte_size, first_bytes);
+  return map_open_object(env, fd, offset, byte_size);
 }
 
-/* The mapping behind a window, or NULL for a window that was detached already (its mapping may
- * be freed: it is never touched). */
+/* The mapping behind a handle or a window, or NULL for a window that was detached already (its
+ * mapping may be freed: it is never touched). Any external value is taken for a handle: only
+ * lib/posix-shm.ts calls this addon, and it passes no external but its own handles. */
 static int mapping_of(napi_env env, napi_value value, mapping **map) {
+  napi_valuetype type = napi_undefined;
   bool is_buffer = false, detached = false;
   void *wrapped = NULL;
   *map = NULL;
+  napi_typeof(env, value, &type);
+  if (type == napi_external) return napi_get_value_external(env, value, (void **)map) == napi_ok;
   napi_is_arraybuffer(env, value, &is_buffer);
   if (is_buffer) napi_is_detached_arraybuffer(env, value, &detached);
   if (detached) return 1;
   if (!is_buffer || napi_unwrap(env, value, &wrapped) != napi_ok || wrapped == NULL) {
-    throw_invalid(env, "expected a window returned by this addon");
+    throw_invalid(env, "expected a mapping or a window returned by this addon");
     return 0;
   }
   *map = ((window *)wrapped)->map;
