@@ -2,9 +2,9 @@
   "targets": [
     {
       "target_name": "shm",
-      "sources": ["lib/native/shm.c", "lib/native/fault-guard.c"],
+      "sources": ["lib/native/shm.c", "lib/native/fault-guard.c", "lib/native/ort-session.c", "lib/native/ort-run.c"],
       "cflags": ["-Wall", "-Wextra", "-Werror", "-std=c11", "-D_GNU_SOURCE"],
-      "libraries": ["-lrt"]
+      "libraries": ["-lrt", "-ldl"]
     }
   ]
 }

@@ -4,7 +4,10 @@
  *   identity_fp32    ORT copies the input into the output: the transport and nothing else
  *   tiny_classifier  an image network at its own input size (FP32 [1, 3, 224, 224])
  * Also how far the server's private memory (RssAnon) rises under a small and a large load of each
- * transport: with shared memory ORT reads and writes the client's pages, so it should hardly rise.
+ * transport: with shared memory ORT reads and writes the client's pages, so it should hardly rise;
+ * how ORT's copy through shared memory compares with memcpy at each size; how fast the status route
+ * answers while large inferences run back to back (ORT runs off the event loop); and how much two
+ * clients get over one on the classifier (runs on threads of their own).
  */
 import { readFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
@@ -13,6 +16,7 @@ import type { InferRequestWire } from '../types'
 import { classify, testImage } from '../example/onnx/classifier-reference'
 import { bytes, progress } from './format'
 import { type LoadRequest, runLoad } from './load'
+import { type Percentiles, percentilesOf } from './stats'
 import type { ServerProcess } from './server-process'
 import { makeObject, removeObject } from './shm-objects'
 
@@ -26,6 +30,10 @@ export interface OnnxPlan {
   secondsPerRun: number
   rounds: number
   connections: number
+  /** identity_fp32 tensors of the bandwidth figure, each through shm with 1 connection. */
+  bandwidthSizes: number[]
+  /** How long the status route is timed, idle and then busy. */
+  statusSeconds: number
 }
 
 type OnnxTransport = 'shm' | 'binary'
@@ -168,8 +176,14 @@ async function rssAnonRise (server: ServerProcess, transport: OnnxTransport, ten
 export interface OnnxResult {
   identity: { tensorBytes: number, shm: number, binary: number }
   classifier: { inputBytes: number, shm: number, binary: number }
-  /** identity_fp32 through shm at `largeBytes`: bytes ORT copied per second. */
-  bandwidth: { tensorBytes: number, bytesPerSecond: number }
+  /** identity_fp32 through shm, 1 connection, at each of `bandwidthSizes`: bytes ORT copied per second. */
+  bandwidthBySize: Array<{ tensorBytes: number, bytesPerSecond: number }>
+  /** Latency (ms) of GET /v2/systemsharedmemory/status alone, and while identity_fp32 runs back to back. */
+  status: { tensorBytes: number, idle: Percentiles, busy: Percentiles, inferences: number }
+  /** tiny_classifier through shm: req/s with one client and with two. */
+  concurrent: { one: number, two: number }
+  /** RssAnon growth (bytes) per request over a run of identity_fp32 through shm at `largeBytes`. */
+  anonPerRequest: { tensorBytes: number, bytes: number, requests: number }
   /** How far RssAnon (bytes) rose during a small and a large run, per transport. */
   rssAnon: Record<OnnxTransport, { small: number, large: number }>
   smallBytes: number
@@ -196,17 +210,17 @@ export async function onnxSuite (server: ServerProcess, plan: OnnxPlan): Promise
   const classifier = await throughput(server, fixtures, plan, 'onnx tiny_classifier').finally(async () => {
     for (const fixture of fixtures) await fixture.dispose()
   })
-  progress(`onnx: identity_fp32 ${bytes(plan.largeBytes)} through shm, bytes copied by ORT per second`)
-  const largeInput = randomFloats(plan.largeBytes)
-  const large = await sharedMemoryFixture(server.url, identityCase(plan.largeBytes), largeInput, (output) => output.equals(largeInput))
-  let bandwidth: number
-  try {
-    await large.verify()
-    const load = await runLoad({ url: server.url, requests: [large.request], connections: 1, durationSeconds: plan.secondsPerRun * plan.rounds, timeoutSeconds: 600 })
-    bandwidth = load.completed * plan.largeBytes / load.seconds
-  } finally {
-    await large.dispose()
+  const bandwidthBySize: Array<{ tensorBytes: number, bytesPerSecond: number }> = []
+  for (const tensorBytes of plan.bandwidthSizes) {
+    progress(`onnx: identity_fp32 ${bytes(tensorBytes)} through shm, bytes copied by ORT per second`)
+    bandwidthBySize.push({ tensorBytes, bytesPerSecond: await bandwidthAt(server, tensorBytes, plan.secondsPerRun * plan.rounds) })
   }
+  progress(`onnx: the status route idle, then while identity_fp32 ${bytes(plan.largeBytes)} inferences run back to back`)
+  const status = await statusWhileInferring(server, plan.largeBytes, plan.statusSeconds)
+  progress('onnx: tiny_classifier through shm, two clients against one')
+  const concurrent = await concurrentSpeedup(server, plan)
+  progress(`onnx: RssAnon per request, identity_fp32 ${bytes(plan.largeBytes)} through shm`)
+  const anonPerRequest = await rssAnonPerRequest(server, plan.largeBytes, plan)
   progress(`onnx: how far the server's RssAnon rises under identity_fp32 at ${bytes(plan.smallBytes)} and ${bytes(plan.largeBytes)}`)
   const rssAnon = {} as Record<OnnxTransport, { small: number, large: number }>
   for (const transport of ['shm', 'binary'] as const) {
@@ -218,9 +232,94 @@ export async function onnxSuite (server: ServerProcess, plan: OnnxPlan): Promise
   return {
     identity: { tensorBytes: plan.identityBytes, ...identity },
     classifier: { inputBytes: CLASSIFIER.inputBytes, ...classifier },
-    bandwidth: { tensorBytes: plan.largeBytes, bytesPerSecond: bandwidth },
+    bandwidthBySize,
+    status,
+    concurrent,
+    anonPerRequest,
     rssAnon,
     smallBytes: plan.smallBytes,
     largeBytes: plan.largeBytes
+  }
+}
+
+/** Bytes ORT copied per second, identity_fp32 through shm, one connection. */
+async function bandwidthAt (server: ServerProcess, tensorBytes: number, seconds: number): Promise<number> {
+  const input = randomFloats(tensorBytes)
+  const fixture = await sharedMemoryFixture(server.url, identityCase(tensorBytes), input, (output) => output.equals(input))
+  try {
+    await fixture.verify()
+    const load = await runLoad({ url: server.url, requests: [fixture.request], connections: 1, durationSeconds: seconds, timeoutSeconds: 600 })
+    return load.completed * tensorBytes / load.seconds
+  } finally {
+    await fixture.dispose()
+  }
+}
+
+/** Latencies (ms) of status requests sent one after another for `seconds`. */
+async function statusLatencies (url: string, seconds: number): Promise<number[]> {
+  const latencies: number[] = []
+  const end = performance.now() + seconds * 1000
+  while (performance.now() < end) {
+    const start = performance.now()
+    const response = await fetch(`${url}/v2/systemsharedmemory/status`)
+    await response.arrayBuffer()
+    latencies.push(performance.now() - start)
+  }
+  return latencies
+}
+
+async function statusWhileInferring (server: ServerProcess, tensorBytes: number, seconds: number): Promise<OnnxResult['status']> {
+  const idle = percentilesOf(await statusLatencies(server.url, seconds))
+  const input = randomFloats(tensorBytes)
+  const fixture = await sharedMemoryFixture(server.url, identityCase(tensorBytes), input, (output) => output.equals(input))
+  try {
+    await fixture.verify()
+    const [busy, load] = await Promise.all([
+      statusLatencies(server.url, seconds),
+      runLoad({ url: server.url, requests: [fixture.request], connections: 1, durationSeconds: seconds, timeoutSeconds: 600 })
+    ])
+    progress(`onnx status: idle p50 ${idle.p50.toFixed(2)} ms; while inferring p50 ${percentilesOf(busy).p50.toFixed(2)} ms, p99 ${percentilesOf(busy).p99.toFixed(2)} ms (${load.completed} inferences)`)
+    return { tensorBytes, idle, busy: percentilesOf(busy), inferences: load.completed }
+  } finally {
+    await fixture.dispose()
+  }
+}
+
+/** tiny_classifier through shm: req/s of one client and of two, alternating over the rounds. */
+async function concurrentSpeedup (server: ServerProcess, plan: OnnxPlan): Promise<OnnxResult['concurrent']> {
+  const fixture = await sharedMemoryFixture(server.url, CLASSIFIER, Buffer.from(testImage().buffer), classifierCheck())
+  const totals = { 1: { completed: 0, seconds: 0 }, 2: { completed: 0, seconds: 0 } }
+  try {
+    await fixture.verify()
+    await runLoad({ url: server.url, requests: [fixture.request], connections: 2, durationSeconds: plan.secondsPerRun / 2 })
+    for (let round = 0; round < plan.rounds; round++) {
+      for (const connections of round % 2 === 0 ? [1, 2] as const : [2, 1] as const) {
+        const load = await runLoad({ url: server.url, requests: [fixture.request], connections, durationSeconds: plan.secondsPerRun, timeoutSeconds: 600 })
+        totals[connections].completed += load.completed
+        totals[connections].seconds += load.seconds
+      }
+    }
+  } finally {
+    await fixture.dispose()
+  }
+  const rate = (connections: 1 | 2) => totals[connections].completed / totals[connections].seconds
+  progress(`onnx tiny_classifier: one client ${rate(1).toFixed(1)} req/s, two ${rate(2).toFixed(1)} req/s`)
+  return { one: rate(1), two: rate(2) }
+}
+
+/** RssAnon after a run minus before it, per request, once the server has warmed up at that size. */
+async function rssAnonPerRequest (server: ServerProcess, tensorBytes: number, plan: OnnxPlan): Promise<OnnxResult['anonPerRequest']> {
+  const input = randomFloats(tensorBytes)
+  const fixture = await sharedMemoryFixture(server.url, identityCase(tensorBytes), input, (output) => output.equals(input))
+  try {
+    await fixture.verify()
+    const load = (durationSeconds: number) => runLoad({ url: server.url, requests: [fixture.request], connections: plan.connections, durationSeconds, timeoutSeconds: 600 })
+    await load(plan.secondsPerRun)
+    const before = rssAnonBytes(server.pid)
+    const { completed } = await load(plan.secondsPerRun * plan.rounds)
+    const after = rssAnonBytes(server.pid)
+    return { tensorBytes, bytes: (after - before) / completed, requests: completed }
+  } finally {
+    await fixture.dispose()
   }
 }

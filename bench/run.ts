@@ -51,7 +51,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     route: { rounds: 3, secondsPerRun: 1.5, connections: 10, pipelining: 8 },
     registerHttp: { seconds: 2, connections: 4 },
     infer: { sizes: [64 * KiB, MiB, 4 * MiB], headlineBytes: 4 * MiB, connections: 2, targetSeconds: 1.5, rounds: 2, maxRequests: 20_000 },
-    onnx: { identityBytes: 4 * MiB, largeBytes: 16 * MiB, smallBytes: MiB, secondsPerRun: 1, rounds: 2, connections: 2 },
+    onnx: { identityBytes: 4 * MiB, largeBytes: 16 * MiB, smallBytes: MiB, secondsPerRun: 1, rounds: 2, connections: 2, bandwidthSizes: [16 * MiB, 64 * MiB], statusSeconds: 2 },
     sharedLease: { batchSeconds: 0.05, batches: 5 },
     sharedInfer: { rounds: 4, secondsPerRun: 1, connections: 2, warmupRequests: 2000 }
   },
@@ -62,7 +62,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     route: { rounds: 6, secondsPerRun: 4, connections: 10, pipelining: 8 },
     registerHttp: { seconds: 8, connections: 4 },
     infer: { sizes: [64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB], headlineBytes: 16 * MiB, connections: 2, targetSeconds: 6, rounds: 3, maxRequests: 100_000 },
-    onnx: { identityBytes: 16 * MiB, largeBytes: 64 * MiB, smallBytes: MiB, secondsPerRun: 3, rounds: 3, connections: 2 },
+    onnx: { identityBytes: 16 * MiB, largeBytes: 64 * MiB, smallBytes: MiB, secondsPerRun: 3, rounds: 3, connections: 2, bandwidthSizes: [16 * MiB, 64 * MiB], statusSeconds: 5 },
     sharedLease: { batchSeconds: 0.2, batches: 9 },
     sharedInfer: { rounds: 6, secondsPerRun: 3, connections: 2, warmupRequests: 5000 }
   }
@@ -76,7 +76,11 @@ const GOALS = {
   inferSpeedupVsBinary: { at: 'least', value: 5 },
   shmBandwidthVsMemcpy: { at: 'least', value: 0.3 },
   ortShmSpeedupVsBinary: { at: 'least', value: 1 },
-  ortShmBandwidthVsMemcpy: { at: 'least', value: 0.6 },
+  ortShmBandwidthVsMemcpy: { at: 'least', value: 0.8 },
+  ortStatusP50VsIdle: { at: 'most', value: 3 },
+  ortStatusP99Ms: { at: 'most', value: 10 },
+  ortConcurrentSpeedup: { at: 'least', value: 1.6 },
+  ortAnonRssGrowthPerRequest: { at: 'most', value: 0 },
   shmAnonRssGrowth: { at: 'most', value: 0.1 },
   sharedRegistryCpuRatio: { at: 'most', value: 1.2 },
   sharedAcquireReleaseExtraUs: { at: 'most', value: 2 }
@@ -235,8 +239,11 @@ async function main () {
     ['model', 'tensor', 'shm req/s', 'binary req/s', 'shm / binary'],
     [['identity_fp32', bytes(onnx.identity.tensorBytes), num(onnx.identity.shm), num(onnx.identity.binary), ratio(onnx.identity.shm / onnx.identity.binary)],
       ['tiny_classifier', bytes(onnx.classifier.inputBytes), num(onnx.classifier.shm), num(onnx.classifier.binary), ratio(onnx.classifier.shm / onnx.classifier.binary)]],
-    [`identity_fp32 at ${bytes(onnx.bandwidth.tensorBytes)} through shm, 1 connection: ORT copied ${gbPerSecond(onnx.bandwidth.bytesPerSecond)} ` +
+    [`identity_fp32 through shm, 1 connection: ORT copied ${onnx.bandwidthBySize.map(({ tensorBytes, bytesPerSecond }) => `${gbPerSecond(bytesPerSecond)} at ${bytes(tensorBytes)}`).join(', ')} ` +
       `(memcpy: ${gbPerSecond(memcpyResult.copiedBytesPerSecond)} copied).`,
+    `GET /v2/systemsharedmemory/status: idle p50 ${ms(onnx.status.idle.p50)}, p99 ${ms(onnx.status.idle.p99)}; while identity_fp32 at ${bytes(onnx.status.tensorBytes)} ` +
+      `ran back to back through shm (${onnx.status.inferences} inferences): p50 ${ms(onnx.status.busy.p50)}, p99 ${ms(onnx.status.busy.p99)}.`,
+    `tiny_classifier through shm: one client ${num(onnx.concurrent.one)} req/s, two clients ${num(onnx.concurrent.two)} req/s.`,
     `Server RssAnon (private memory), its rise under identity_fp32 at ${bytes(onnx.smallBytes)} and ${bytes(onnx.largeBytes)}: ` +
       `shm ${bytes(onnx.rssAnon.shm.small)} and ${bytes(onnx.rssAnon.shm.large)}, binary ${bytes(onnx.rssAnon.binary.small)} and ${bytes(onnx.rssAnon.binary.large)}.`,
     'Every output was checked once per model and transport: identity byte for byte, the classifier against its JavaScript reference.']))
@@ -252,7 +259,11 @@ async function main () {
     inferSpeedupVsBinary: headlineRatios.vsBinary,
     shmBandwidthVsMemcpy: headlineRatios.bandwidthVsMemcpy,
     ortShmSpeedupVsBinary: onnx.identity.shm / onnx.identity.binary,
-    ortShmBandwidthVsMemcpy: onnx.bandwidth.bytesPerSecond / memcpyResult.copiedBytesPerSecond,
+    ortShmBandwidthVsMemcpy: Math.min(...onnx.bandwidthBySize.map(({ bytesPerSecond }) => bytesPerSecond / memcpyResult.copiedBytesPerSecond)),
+    ortStatusP50VsIdle: onnx.status.busy.p50 / onnx.status.idle.p50,
+    ortStatusP99Ms: onnx.status.busy.p99,
+    ortConcurrentSpeedup: onnx.concurrent.two / onnx.concurrent.one,
+    ortAnonRssGrowthPerRequest: onnx.anonPerRequest.bytes,
     shmAnonRssGrowth: anonGrowth('shm'),
     sharedRegistryCpuRatio: sharedInfer.cpuRatio,
     sharedAcquireReleaseExtraUs: (leaseNs.concurrent.shared - leaseNs.concurrent.inProcess) / 1000
@@ -265,7 +276,13 @@ async function main () {
     inferSpeedupVsBinary: `req/s, ${bytes(headlineBytes)} tensors`,
     shmBandwidthVsMemcpy: `${bytes(headlineBytes)} tensors; read + written on both sides (vs bytes copied: ${num(headlineRatios.bandwidthVsMemcpy * 2)})`,
     ortShmSpeedupVsBinary: `identity_fp32, ${bytes(onnx.identity.tensorBytes)}, req/s (tiny_classifier: ${num(onnx.classifier.shm / onnx.classifier.binary)})`,
-    ortShmBandwidthVsMemcpy: `identity_fp32, ${bytes(onnx.bandwidth.tensorBytes)}: bytes ORT copied / memcpy bytes copied`,
+    ortShmBandwidthVsMemcpy: 'identity_fp32 through shm, the lower of ' +
+      onnx.bandwidthBySize.map(({ tensorBytes, bytesPerSecond }) => `${bytes(tensorBytes)} ${num(bytesPerSecond / memcpyResult.copiedBytesPerSecond)}`).join(', ') +
+      ': bytes ORT copied / memcpy bytes copied',
+    ortStatusP50VsIdle: `status route p50 while identity_fp32 ${bytes(onnx.status.tensorBytes)} runs back to back / idle p50`,
+    ortStatusP99Ms: `ms, status route p99 while identity_fp32 ${bytes(onnx.status.tensorBytes)} runs back to back`,
+    ortConcurrentSpeedup: 'tiny_classifier through shm, req/s of two clients / one',
+    ortAnonRssGrowthPerRequest: `bytes, RssAnon after - before ${onnx.anonPerRequest.requests} requests, identity_fp32 ${bytes(onnx.anonPerRequest.tensorBytes)} through shm, / requests`,
     shmAnonRssGrowth: `RssAnon rise at ${bytes(onnx.largeBytes)} - at ${bytes(onnx.smallBytes)}, / ${bytes(onnx.largeBytes)} (binary: ${num(anonGrowth('binary'))})`,
     sharedRegistryCpuRatio: `server CPU per request, shm inference at ${bytes(sharedInfer.tensorBytes)}, sharedRegistry / in-process`,
     sharedAcquireReleaseExtraUs: 'µs, acquire + release while another lease is live (alone, first lease + last release: ' +
@@ -290,12 +307,15 @@ async function main () {
     viewRegionBytes: [smallView.regionBytes, largeView.regionBytes],
     routeCpuRatio: round(route.cpuRatio),
     ortClassifierShmSpeedupVsBinary: round(onnx.classifier.shm / onnx.classifier.binary),
+    ortShmBandwidthVsMemcpyBySize: Object.fromEntries(onnx.bandwidthBySize.map(({ tensorBytes, bytesPerSecond }) => [tensorBytes, round(bytesPerSecond / memcpyResult.copiedBytesPerSecond)])),
     binaryAnonRssGrowth: round(anonGrowth('binary')),
     sharedFirstLeaseExtraUs: round((leaseNs.serial.shared - leaseNs.serial.inProcess) / 1000),
     sharedAcquireReleaseRatio: round(leaseNs.concurrent.shared / leaseNs.concurrent.inProcess),
     sharedFirstLeaseRatio: round(leaseNs.serial.shared / leaseNs.serial.inProcess),
     latency: {
       ...latency,
+      status_idle: { p50Ms: round(onnx.status.idle.p50), p99Ms: round(onnx.status.idle.p99) },
+      status_while_onnx: { p50Ms: round(onnx.status.busy.p50), p99Ms: round(onnx.status.busy.p99) },
       register_http: { p50Ms: round(registerHttp.registerMs.p50), p99Ms: round(registerHttp.registerMs.p99) },
       unregister_http: { p50Ms: round(registerHttp.unregisterMs.p50), p99Ms: round(registerHttp.unregisterMs.p99) }
     },

@@ -26,7 +26,7 @@ export function buildServer (): string {
     '--module', 'node16', '--moduleResolution', 'node16', '--target', 'ES2022',
     '--esModuleInterop', '--resolveJsonModule', '--skipLibCheck', '--types', 'node'
   ], { stdio: ['ignore', 'inherit', 'inherit'], timeout: 120_000 })
-  // Dependencies resolve from the project; the addon is found where lib/posix-shm looks: <root>/build.
+  // Dependencies resolve from the project; the addon is found where lib/native-addon looks: <root>/build.
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(directory, 'node_modules'), 'dir')
   symlinkSync(path.join(ROOT, 'build'), path.join(directory, 'build'), 'dir')
   // The example's ONNX graphs are read beside its compiled models.

@@ -2,13 +2,13 @@
  * The example's models: the same signatures as Triton's example models of those names, so
  * Triton's own example clients and perf_analyzer can run against this server. `simple`,
  * `identity_fp32` and `tiny_classifier` are ONNX graphs (example/onnx) run by ONNX Runtime through
- * fastify-triton-shm/onnxruntime; `simple_string` and `add_sub_fp32` are JavaScript.
+ * fastify-triton-shm/onnxruntime's runner, off the event loop; `simple_string` and `add_sub_fp32`
+ * are JavaScript.
  */
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { InferenceSession } from 'onnxruntime-node'
 import type { BytesElements, InferRequest, ModelSignature } from '../lib/index'
-import { onnxSignature, type OnnxSignatureOptions, runSession } from '../lib/onnxruntime'
+import { OnnxRunner, onnxSignature, type OnnxSignatureOptions } from '../lib/onnxruntime'
 
 export interface Model {
   signature: ModelSignature
@@ -71,19 +71,21 @@ const simpleString: Model = {
  * the benchmarks' model. */
 const addSubFp32 = sumAndDifference('add_sub_fp32', 'FP32', [-1], Infinity)
 
-/** A graph of example/onnx, run by ONNX Runtime with no tensor byte copied in Node. */
-async function onnxModel (file: string, options: OnnxSignatureOptions): Promise<Model> {
-  const session = await InferenceSession.create(path.join(__dirname, 'onnx', file))
-  return { signature: onnxSignature(session, { versions: ['1'], ...options }), execute: (infer) => runSession(session, infer) }
+/** A graph of example/onnx, run by ONNX Runtime on the runner's threads with no tensor byte
+ * copied. A run holds its request's regions until it ends, so the runner needs no closing here. */
+async function onnxModel (runner: OnnxRunner, file: string, options: OnnxSignatureOptions): Promise<Model> {
+  const model = await runner.load(path.join(__dirname, 'onnx', file))
+  return { signature: onnxSignature(model, { versions: ['1'], ...options }), execute: (infer) => model.run(infer) }
 }
 
 /** Every model of the example, by name. */
 export async function loadModels (): Promise<Map<string, Model>> {
+  const runner = new OnnxRunner()
   const onnxModels = await Promise.all([
     // Triton's example model: INT32 INPUT0, INPUT1 of shape [-1, 16], batches of up to 8.
-    onnxModel('simple.onnx', { name: 'simple', maxBatchSize: 8 }),
-    onnxModel('identity_fp32.onnx', { name: 'identity_fp32' }),
-    onnxModel('tiny_classifier.onnx', { name: 'tiny_classifier' })
+    onnxModel(runner, 'simple.onnx', { name: 'simple', maxBatchSize: 8 }),
+    onnxModel(runner, 'identity_fp32.onnx', { name: 'identity_fp32' }),
+    onnxModel(runner, 'tiny_classifier.onnx', { name: 'tiny_classifier' })
   ])
   return new Map([...onnxModels, simpleString, addSubFp32].map((model) => [model.signature.name, model]))
 }

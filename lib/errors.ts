@@ -217,6 +217,9 @@ export const malformedBytesTensor = (tensor: string) =>
 export const onnxDatatypeUnsupported = (tensor: string, datatype: string) =>
   badRequest(`tensor '${tensor}' has datatype ${datatype}, which ONNX Runtime cannot take`, 'ERR_SHM_ONNX_DATATYPE')
 
+export const onnxRunnerClosed = () =>
+  new SharedMemoryError(503, 'the ONNX runner is closed: the server is shutting down', 'ERR_SHM_ONNX_RUNNER_CLOSED')
+
 /** ONNX Runtime's own message, without the paths of its source files that it names. */
 export const onnxRunFailed = (message: string) =>
   badRequest(`ONNX Runtime refused the request: ${message.replace(/(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+)+(?::\d+)?\s*/g, '').trim()}`,

@@ -3,9 +3,9 @@
  * this process. Used by the registry (server side) and by clients that create regions.
  */
 import { constants } from 'node:buffer'
-import path from 'node:path'
 import { getSystemErrorName } from 'node:util'
 import { isArrayBuffer } from 'node:util/types'
+import { nativeAddon } from './native-addon'
 
 /** The addon's handle to one mapping (an external value); any of its windows stands for it too. */
 type MappingHandle = object
@@ -43,11 +43,7 @@ export class PosixShmError extends Error {
   }
 }
 
-// The package root holds binding.gyp, both from lib/ (sources) and from dist/lib/ (compiled).
-// Only a trailing dist/lib counts: a checkout may itself sit inside a directory named dist.
-const packageRoot = path.dirname(__dirname.replace(/[\\/]dist(?=[\\/]lib$)/, ''))
-// node-gyp-build finds a prebuilt binary for this platform, or the one node-gyp built at install.
-const addon = (require('node-gyp-build') as (root: string) => Addon)(packageRoot)
+const addon = nativeAddon as Addon
 
 /** What the addon throws: `syscall` and `errno` when a system call failed, else a `code` of its own. */
 type NativeError = { syscall: string, errno: number } | { code: string, syscall: undefined }

@@ -13,7 +13,10 @@ import { classifierGraph, GRAPHS, identityGraph, simpleGraph } from '../example/
 import { datatypeOf, onnxSignature, ortTypeOf, runSession } from '../lib/onnxruntime'
 import { onnxRuntime } from '../lib/onnxruntime/runtime'
 import type { Datatype, ModelSignature } from '../types'
+import { countCopies } from './helpers/copies'
 import { assertError } from './helpers/http'
+import { fixedSizeRoundTrips, simpleInPlace } from './helpers/onnx-cases'
+import { identityOf } from './helpers/onnx-graphs'
 import {
   binaryInput, buildInferApp, bytesOfValues, infer, inferBinary, jsonInput, makeMappedObject, parseInferResponse, registerRegion,
   serializeStrings, shmInput, shmOutput, type TestModel
@@ -21,14 +24,6 @@ import {
 
 // ORT logs a failed run at error level; the tests check what the client gets instead.
 const session = (bytes: Uint8Array) => InferenceSession.create(Buffer.from(bytes), { logSeverityLevel: 4 })
-
-/** A graph passing `x` to `y` unchanged, of one ONNX element type and shape. */
-function identityOf (elemType: number, inputDims: Array<number | string>, outputDims = inputDims): Uint8Array {
-  const info = (name: string, dims: Array<number | string>) =>
-    ({ name, type: { tensorType: { elemType, shape: { dim: dims.map((dim) => typeof dim === 'string' ? { dimParam: dim } : { dimValue: dim }) } } } })
-  const graph = { name: 'identity', node: [{ opType: 'Identity', input: ['x'], output: ['y'] }], input: [info('x', inputDims)], output: [info('y', outputDims)] }
-  return onnx.ModelProto.encode(onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 13 }], graph })).finish()
-}
 
 /** A test model that runs `graph` through the adapter, with a hook after ORT ran and before the response is made. */
 async function ortModel (graph: Uint8Array, name: string, afterRun?: () => void, signature?: ModelSignature): Promise<TestModel> {
@@ -43,23 +38,6 @@ async function ortModel (graph: Uint8Array, name: string, afterRun?: () => void,
 }
 
 const sixteen = (at: (index: number) => number) => Array.from({ length: 16 }, (_, index) => at(index))
-
-/** Counts calls of TypedArray#set (the copy every copying path of the package takes) made by
- * `action`. Node's own code keeps its own reference to it, so only this package's calls count. */
-async function countCopies<T> (action: () => Promise<T>): Promise<{ result: T, copies: number }> {
-  const prototype = Object.getPrototypeOf(Uint8Array.prototype) as { set: (...args: unknown[]) => void }
-  const set = prototype.set
-  let copies = 0
-  prototype.set = function (this: unknown, ...args: unknown[]) {
-    copies++
-    return set.apply(this, args)
-  }
-  try {
-    return { result: await action(), copies }
-  } finally {
-    prototype.set = set
-  }
-}
 
 t.test('signatures come from the graph: symbolic dims are -1, and options add or override', async (t) => {
   const simple = await session(simpleGraph())
@@ -90,24 +68,7 @@ t.test('the datatype table covers every KServe datatype ORT has, both ways', asy
 })
 
 t.test('simple through ORT and shared memory: inputs read in place, outputs written by ORT itself', async (t) => {
-  const object = makeMappedObject(t, 4096, 'ort_simple')
-  const int32 = (offset: number) => Array.from(new Int32Array(object.bytes.buffer, object.bytes.byteOffset + offset, 16))
-  let writtenBeforeResponse: number[] = []
-  const { app } = await buildInferApp(t, [await ortModel(simpleGraph(), 'simple', () => { writtenBeforeResponse = int32(1024) })])
-  await registerRegion(t, app, 'io', object.key, 4096)
-  const request = {
-    inputs: [shmInput('INPUT0', 'INT32', [1, 16], 'io', 64), shmInput('INPUT1', 'INT32', [1, 16], 'io', 64, 64)],
-    outputs: [shmOutput('OUTPUT0', 'io', 64, 1024), shmOutput('OUTPUT1', 'io', 64, 2048)]
-  }
-  for (const round of [1, 2]) {
-    object.bytes.set(bytesOfValues('INT32', [...sixteen((index) => index * round), ...sixteen(() => 3)]))
-    const { result: response, copies } = await countCopies(() => infer(app, 'simple', request))
-    t.equal(response.statusCode, 200, response.body)
-    t.equal(copies, 0, `round ${round}: no tensor was copied, in or out`)
-    t.same(int32(1024), sixteen((index) => index * round + 3), `round ${round}: OUTPUT0 = INPUT0 + INPUT1 as the client last wrote them`)
-    t.same(int32(2048), sixteen((index) => index * round - 3), `round ${round}: OUTPUT1`)
-    t.same(writtenBeforeResponse, int32(1024), `round ${round}: ORT wrote OUTPUT0 into the region before the response was made`)
-  }
+  await simpleInPlace(t, ortModel, 'ort_simple')
 })
 
 t.test('simple through ORT with JSON and binary data, and an output the request did not ask for', async (t) => {
@@ -124,37 +85,9 @@ t.test('simple through ORT with JSON and binary data, and an output the request 
   t.same(binary.binary.get('OUTPUT0'), bytesOfValues('INT32', sixteen((i) => i + 10)))
 })
 
-t.test('every datatype ORT takes, from JSON, binary data and shared memory, in place or copied', async (t) => {
-  const { DataType } = onnx.TensorProto
-  const cases: Array<[Datatype, number, Array<number | bigint | boolean>]> = [
-    ['BOOL', DataType.BOOL, [true, false, true]],
-    ['UINT8', DataType.UINT8, [0, 255, 7]],
-    ['INT16', DataType.INT16, [-32768, 32767, 0]],
-    ['UINT64', DataType.UINT64, [0n, 2n ** 64n - 1n, 5n]],
-    ['INT64', DataType.INT64, [-(2n ** 63n), 2n ** 63n - 1n, 0n]],
-    ['FP16', DataType.FLOAT16, [0x3c00, 0xc000, 0x7bff]],
-    ['FP64', DataType.DOUBLE, [1.5, -0.25, 1e300]]
-  ]
-  for (const [datatype, elemType, values] of cases) {
-    const { app } = await buildInferApp(t, [await ortModel(identityOf(elemType, ['n']), 'm')])
-    const object = makeMappedObject(t, 4096, `ort_${datatype}`)
-    await registerRegion(t, app, 'r', object.key, 4096)
-    const bytes = bytesOfValues(datatype as Exclude<Datatype, 'BYTES'>, values)
-    // At an odd offset FP16 (raw bytes) cannot be a 16-bit view, and is copied in and out.
-    for (const at of datatype === 'FP16' ? [64, 101] : [64]) {
-      object.bytes.set(bytes, at)
-      const response = await infer(app, 'm', {
-        inputs: [shmInput('x', datatype, [3], 'r', bytes.length, at)],
-        outputs: [shmOutput('y', 'r', bytes.length, at + 1024)]
-      })
-      t.equal(response.statusCode, 200, `${datatype} at ${at}: ${response.body}`)
-      t.same(Buffer.from(object.bytes.subarray(at + 1024, at + 1024 + bytes.length)), bytes, `${datatype} at ${at} through shared memory`)
-    }
-    const binary = parseInferResponse(await inferBinary(app, 'm', {
-      inputs: [binaryInput('x', datatype, [3], bytes.length)], outputs: [{ name: 'y', parameters: { binary_data: true } }]
-    }, [bytes]))
-    t.same(binary.binary.get('y'), bytes, `${datatype} through binary data`)
-  }
+t.test('every fixed-size datatype ORT takes, from binary data and shared memory', async (t) => {
+  // At an odd offset FP16 (raw bytes) cannot be a 16-bit view, and is copied in and out.
+  await fixedSizeRoundTrips(t, ortModel, 'ort')
 })
 
 t.test('BYTES through ORT strings, from shared memory, JSON and binary data', async (t) => {

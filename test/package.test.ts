@@ -131,14 +131,17 @@ t.test('without a compiler, python or make: installs from the prebuild and serve
   // it, and its adapter loads, and says what to install once it is used.
   t.throws(() => run(process.execPath, ['-e', "require.resolve('onnxruntime-node')"], project, env), 'onnxruntime-node is not installed')
   const adapter = run(process.execPath, ['--input-type=module', '-e',
-    "import { onnxSignature, runSession } from 'fastify-triton-shm/onnxruntime'\n" +
+    "import { OnnxRunner, onnxSignature, runSession } from 'fastify-triton-shm/onnxruntime'\n" +
     'const cjs = (await import("node:module")).createRequire(import.meta.url)("fastify-triton-shm/onnxruntime")\n' +
     'const error = await runSession({}, {}).catch((error) => error.message)\n' +
-    'console.log(JSON.stringify({ functions: [typeof onnxSignature, typeof cjs.runSession], error }))'], project, env)
+    "const runnerError = await new OnnxRunner().load('model.onnx').catch((error) => error.message)\n" +
+    'console.log(JSON.stringify({ functions: [typeof onnxSignature, typeof cjs.runSession, typeof cjs.OnnxRunner], error, runnerError }))'], project, env)
+  const install = "fastify-triton-shm/onnxruntime needs the package 'onnxruntime-node': npm install onnxruntime-node"
   t.same(JSON.parse(adapter), {
-    functions: ['function', 'function'],
-    error: "fastify-triton-shm/onnxruntime needs the package 'onnxruntime-node': npm install onnxruntime-node"
-  }, 'fastify-triton-shm/onnxruntime from ESM and CommonJS, without the runtime')
+    functions: ['function', 'function', 'function'],
+    error: install,
+    runnerError: install
+  }, 'fastify-triton-shm/onnxruntime from ESM and CommonJS, without the runtime: the runner too says what to install')
 
   // So is better-sqlite3: a registry without sharedRegistry never loads it; with it, the error says what to install.
   t.throws(() => run(process.execPath, ['-e', "require.resolve('better-sqlite3')"], project, env), 'better-sqlite3 is not installed')

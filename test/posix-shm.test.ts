@@ -408,12 +408,15 @@ t.test('the addon is found from the sources and from the compiled layout', async
 
   // The published layout: <root>/dist/lib/posix-shm.js beside <root>/build.
   const ts = await import('typescript')
-  const compiled = ts.transpileModule(readFileSync(path.join(packageRoot, 'lib', 'posix-shm.ts'), 'utf8'), {
-    compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true }
-  }).outputText
   const root = path.join(scratch, 'package')
   mkdirSync(path.join(root, 'dist', 'lib'), { recursive: true })
-  writeFileSync(path.join(root, 'dist', 'lib', 'posix-shm.js'), compiled)
+  // posix-shm.js and the module that finds the addon for it.
+  for (const module of ['posix-shm', 'native-addon']) {
+    const compiled = ts.transpileModule(readFileSync(path.join(packageRoot, 'lib', `${module}.ts`), 'utf8'), {
+      compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true }
+    }).outputText
+    writeFileSync(path.join(root, 'dist', 'lib', `${module}.js`), compiled)
+  }
   symlinkSync(path.join(packageRoot, 'build'), path.join(root, 'build'))
   symlinkSync(path.join(packageRoot, 'node_modules'), path.join(root, 'node_modules'))
   const fromDist = await run(process.execPath, ['-e', probe(path.join(root, 'dist', 'lib', 'posix-shm.js'))], { cwd: scratch, env: withoutCoverage })

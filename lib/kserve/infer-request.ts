@@ -62,6 +62,9 @@ export class InferRequest {
   readonly #produced = new Map<string, ProducedOutput>()
   readonly #leases: Lease[] = []
   readonly #abandoned = new AbortController()
+  /** Holds taken by `retain()` and not yet ended; `release()` waits for the last. */
+  #holds = 0
+  #releaseWaiting = false
   readonly #limits: Required<InferLimits>
   readonly #budgets: ResponseBudgets
 
@@ -148,8 +151,26 @@ export class InferRequest {
     this.#abandoned.abort(errors.clientClosedRequest())
   }
 
-  /** Ends every lease of this request. Called when its response is finished or aborted. */
+  /**
+   * Keeps this request's leases past its reply's close until the returned function is called (once;
+   * later calls do nothing): for a model whose threads still read and write the request's memory
+   * after its client went away. `release()` meanwhile waits for every hold to end.
+   */
+  retain (): () => void {
+    this.#holds++
+    let held = true
+    return () => {
+      if (!held) return
+      held = false
+      if (--this.#holds === 0 && this.#releaseWaiting) this.release()
+    }
+  }
+
+  /** Ends every lease of this request (once no `retain()` holds them). Called when its response is
+   * finished or aborted. */
   release (): void {
+    this.#releaseWaiting = this.#holds > 0
+    if (this.#releaseWaiting) return
     for (const lease of this.#leases.splice(0)) lease.release()
   }
 }

@@ -15,6 +15,8 @@
  *   create(key, byteSize)      -> makes a new object (O_CREAT | O_EXCL, mode 0600) of that size
  *   unlink(key)                -> removes an object's name
  *
+ * The ONNX runner's functions (ort-session.c, ort-run.c) are defined on the same exports.
+ *
  * Errors thrown here carry `syscall` and `errno` (the C value), or a `code` of our own for checks
  * that are not system calls; lib/posix-shm.ts turns them into typed errors.
  */
@@ -34,6 +36,7 @@
 
 #include "fault-guard.h"
 #include "mapping.h"
+#include "ort-runner.h"
 
 /* Longest key accepted (bytes, without the terminating NUL); the kernel's NAME_MAX. */
 #define KEY_MAX 255
@@ -373,6 +376,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"unlink", NULL, unlink_object, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof(functions) / sizeof(functions[0]), functions);
+  ort_runner_init(env, exports);
   return exports;
 }
 

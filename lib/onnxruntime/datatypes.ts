@@ -26,3 +26,14 @@ export const ortTypeOf = (datatype: Datatype): OrtTensor.Type | undefined => ORT
 
 /** The KServe datatype of an ONNX Runtime type, or undefined where KServe has none (int4...). */
 export const datatypeOf = (type: OrtTensor.Type): Datatype | undefined => DATATYPE_OF.get(type)
+
+/** ONNX Runtime's name for each ONNX element type (TensorProto.DataType), by its number. */
+const ORT_TYPE_OF_ELEMENT = [
+  undefined, 'float32', 'uint8', 'int8', 'uint16', 'int16', 'int32', 'int64', 'string', 'bool', 'float16', 'float64',
+  'uint32', 'uint64', 'complex64', 'complex128', 'bfloat16'
+]
+
+/** The ONNX Runtime type name of an ONNX element type: one that KServe has no datatype for (as
+ * `datatypeOf` says) where ONNX Runtime for JavaScript has none either. */
+export const ortTypeOfElement = (elementType: number): OrtTensor.Type =>
+  (ORT_TYPE_OF_ELEMENT[elementType] ?? `element type ${elementType}`) as OrtTensor.Type

@@ -11,6 +11,7 @@ import * as errors from '../errors'
 import { bytesOf } from '../kserve/datatypes'
 import type { InferRequest } from '../kserve/infer-request'
 import { ortTypeOf } from './datatypes'
+import { namedDims, shapeOf } from './output-shapes'
 import { onnxRuntime } from './runtime'
 
 type OrtData = OrtTensor['data']
@@ -34,22 +35,6 @@ function inputData ({ datatype, data }: Tensor): OrtData {
   if (datatype === 'BYTES') return Array.from(data as BytesElements, String)
   if (datatype === 'FP16') return float16Words(data as Uint8Array) ?? new Uint16Array(Uint8Array.from(data as Uint8Array).buffer)
   return data as OrtData
-}
-
-/** The size of each named (symbolic) dimension, as the inputs give it. */
-function namedDims (session: InferenceSession, infer: InferRequest): Map<string, number> {
-  const sizes = new Map<string, number>()
-  for (const value of session.inputMetadata as TensorMetadata[]) {
-    const { shape } = infer.input(value.name)
-    value.shape.forEach((dim, index) => { if (typeof dim === 'string') sizes.set(dim, shape[index]) })
-  }
-  return sizes
-}
-
-/** An output's shape, where the graph fixes it or the inputs' named dims do; undefined otherwise. */
-function shapeOf (value: TensorMetadata, sizes: Map<string, number>): number[] | undefined {
-  const shape = value.shape.map((dim) => typeof dim === 'number' ? dim : sizes.get(dim))
-  return value.shape.length > 0 && shape.every((dim) => dim !== undefined && dim >= 0) ? shape as number[] : undefined
 }
 
 /** The memory ORT may write an output into, or undefined where it cannot (strings, odd FP16). */
@@ -92,7 +77,7 @@ export async function runSession (session: InferenceSession, infer: InferRequest
   for (const tensor of infer.inputs) {
     feeds[tensor.name] = ortTensor(Tensor, ortType(tensor.name, tensor.datatype), inputData(tensor), tensor.shape)
   }
-  const sizes = namedDims(session, infer)
+  const sizes = namedDims(session.inputMetadata, infer)
   const fetches: Record<string, OrtTensor | null> = {}
   for (const name of infer.requestedOutputs) {
     const value = (session.outputMetadata as TensorMetadata[]).find((output) => output.name === name) as TensorMetadata

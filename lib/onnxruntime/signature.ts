@@ -23,8 +23,9 @@ function specOf (value: InferenceSession.ValueMetadata, shapes: Record<string, n
   return { name: value.name, datatype, shape }
 }
 
-/** The signature `readInferRequest` checks requests against, and the model metadata to publish. */
-export function onnxSignature (session: InferenceSession, options: OnnxSignatureOptions): ModelSignature {
+/** The signature `readInferRequest` checks requests against, and the model metadata to publish, of
+ * an onnxruntime-node session or of a model loaded into the runner (`OnnxRunner.load`). */
+export function onnxSignature (session: Pick<InferenceSession, 'inputMetadata' | 'outputMetadata'>, options: OnnxSignatureOptions): ModelSignature {
   const { name, versions, maxBatchSize, shapes = {} } = options
   return {
     name,

@@ -1,0 +1,121 @@
+/**
+ * The ONNX runner: ONNX models run by ONNX Runtime's C API inside this package's addon, on worker
+ * threads, with no tensor byte copied on the way in and outputs written in place (see OnnxModel).
+ * ONNX Runtime is the shared library onnxruntime-node ships (or one the host names), opened when
+ * the first model loads.
+ */
+import * as errors from '../errors'
+import { OnnxModel, type RunSlots } from './onnx-model'
+import { bundledLibrary, loadRuntime, ortAddon, type OrtRuntimeHandle } from './ort-library'
+
+export interface OnnxRunnerOptions {
+  /** Most runs at once, of all the runner's models (default 2); more wait their turn, in order.
+   * Each run takes a thread of libuv's pool (UV_THREADPOOL_SIZE, default 4) while it lasts. */
+  concurrency?: number
+  /** ONNX Runtime's shared library (default: the libonnxruntime.so.1 of the installed
+   * onnxruntime-node). It runs in this process with its rights: never take it from a request. */
+  library?: string
+}
+
+export interface OnnxSessionOptions {
+  /** Threads of ORT's pool for one run's operators (default 1: runs are parallel already; 0 is one per core). */
+  intraOpThreads?: number
+  /** Threads for independent parts of the graph, in ORT's parallel mode (default 0: ORT's choice). */
+  interOpThreads?: number
+  /** How far ORT rewrites the graph when loading it (default 'all'). */
+  graphOptimizationLevel?: 'disabled' | 'basic' | 'extended' | 'all'
+  /** Least severe message ORT logs to stderr: 0 verbose ... 4 fatal (default 2, warnings). */
+  logSeverityLevel?: 0 | 1 | 2 | 3 | 4
+}
+
+const OPTIMIZATION_LEVELS = { disabled: 0, basic: 1, extended: 2, all: 99 }
+
+function checkCount (name: string, value: number, least: number): number {
+  if (!Number.isSafeInteger(value) || value < least) throw new TypeError(`${name} must be an integer of at least ${least}, got ${value}`)
+  return value
+}
+
+function sessionConfig ({ intraOpThreads = 1, interOpThreads = 0, graphOptimizationLevel = 'all', logSeverityLevel = 2 }: OnnxSessionOptions) {
+  const level = OPTIMIZATION_LEVELS[graphOptimizationLevel]
+  if (level === undefined) throw new TypeError(`graphOptimizationLevel must be one of ${Object.keys(OPTIMIZATION_LEVELS).join(', ')}`)
+  if (!(logSeverityLevel >= 0 && logSeverityLevel <= 4)) throw new TypeError('logSeverityLevel must be 0 to 4')
+  return {
+    intraOpThreads: checkCount('intraOpThreads', intraOpThreads, 0),
+    interOpThreads: checkCount('interOpThreads', interOpThreads, 0),
+    graphOptimizationLevel: level,
+    logSeverityLevel: checkCount('logSeverityLevel', logSeverityLevel, 0)
+  }
+}
+
+export class OnnxRunner {
+  readonly #concurrency: number
+  readonly #library: string | undefined
+  #runtime: OrtRuntimeHandle | undefined
+  readonly #models: OnnxModel[] = []
+  #running = 0
+  readonly #waiting: Array<() => void> = []
+  readonly #runs = new Set<Promise<void>>()
+  #closed = false
+  readonly #slots: RunSlots = { acquire: () => this.#acquire() }
+
+  constructor ({ concurrency = 2, library }: OnnxRunnerOptions = {}) {
+    this.#concurrency = checkCount('concurrency', concurrency, 1)
+    this.#library = library
+  }
+
+  /** The ONNX Runtime the runner loaded, as it reports its version ("1.30.0"); undefined before the first model. */
+  get runtimeVersion (): string | undefined {
+    return this.#runtime?.version
+  }
+
+  /** Runs in progress or waiting for their turn. */
+  get inFlight (): number {
+    return this.#runs.size
+  }
+
+  /**
+   * Loads a model from a file or from its bytes, on a worker thread (ORT reads and optimizes the
+   * graph there). Refused without onnxruntime-node and without `library`, naming the package.
+   */
+  async load (model: string | Uint8Array, options: OnnxSessionOptions = {}): Promise<OnnxModel> {
+    this.#checkOpen()
+    const config = sessionConfig(options)
+    this.#runtime ??= loadRuntime(this.#library ?? bundledLibrary())
+    const session = await ortAddon.ortSession(this.#runtime, model, config)
+    // A runner closed meanwhile has ended its models: this one would outlive it.
+    if (this.#closed) ortAddon.ortRelease(session)
+    this.#checkOpen()
+    const loaded = new OnnxModel(session, this.#slots)
+    this.#models.push(loaded)
+    return loaded
+  }
+
+  #checkOpen (): void {
+    if (this.#closed) throw new Error('the ONNX runner is closed')
+  }
+
+  /** Refuses new runs (503), waits for those in flight, then ends every model's session. For the
+   * host's `onClose` hook: `app.addHook('onClose', () => runner.close())`. */
+  async close (): Promise<void> {
+    this.#closed = true
+    while (this.#runs.size > 0) await Promise.allSettled([...this.#runs])
+    for (const model of this.#models.splice(0)) model.release()
+  }
+
+  async #acquire (): Promise<() => void> {
+    if (this.#closed) throw errors.onnxRunnerClosed()
+    let finish!: () => void
+    const run = new Promise<void>((resolve) => { finish = resolve })
+    this.#runs.add(run)
+    if (this.#running < this.#concurrency) this.#running++
+    else await new Promise<void>((resolve) => this.#waiting.push(resolve))
+    // The turn passes to the next run waiting, or is given back.
+    return () => {
+      this.#runs.delete(run)
+      finish()
+      const next = this.#waiting.shift()
+      if (next === undefined) this.#running--
+      else next()
+    }
+  }
+}
