@@ -8,7 +8,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import diagnostics from 'node:diagnostics_channel'
 import { EventEmitter, once } from 'node:events'
-import { existsSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync, statSync, truncateSync } from 'node:fs'
 import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
@@ -306,4 +306,36 @@ t.test('a worker failing of its own before any worker listened stops the service
   t.match(service.lines.find((line) => line.msg === 'worker exited before it listened; stopping the service'), { code: 1, signal: null })
   t.notOk(service.lines.some((line) => line.msg.includes('starting another')), 'no worker was started again')
   t.notOk(existsSync(path.dirname(start.store!)), 'the store\'s directory was removed')
+})
+
+t.test('WORKERS=2, a store damaged under the service: requests that meet it get 500, the rest is served, nothing stops', async (t) => {
+  const { service, exited, directory, pids, baseUrl } = await startedService(t, 2)
+  const client = new KServeClient(baseUrl, { headers: FRESH_CONNECTIONS })
+  const key = makeObject(t, 4096, 'damaged')
+  for (const name of ['a', 'b', 'c']) await client.registerSystemSharedMemory(name, key, 4096)
+  truncateSync(path.join(directory, 'registry.db-wal'), 0)
+
+  // A worker that dies now is replaced by one that cannot open the store: it is tried again
+  // later, and the survivor goes on serving meanwhile.
+  const [victim, survivor] = pids
+  process.kill(victim, 'SIGKILL')
+  await service.until((line) => line.msg === 'worker died; starting another' && line.workerPid === victim, 'the primary never noticed the killed worker')
+  const [failed] = await service.until((line) => line.msg === 'worker exited before it listened; starting another',
+    'the replacement was not tried again', 1, STARTUP_PATIENCE_MS)
+  t.match(failed, { code: 1, signal: null }, 'the replacement failed of its own, and another is on its way')
+  t.match(service.other, /cannot open the shared registry store/, 'saying why')
+
+  for (let call = 0; call < 4; call++) {
+    const answer = await inferSimple(baseUrl)
+    t.equal(answer.statusCode, 200, `inference ${call}, served by the survivor: ${answer.body}`)
+  }
+  await t.rejects(client.registerSystemSharedMemory('d', key, 4096), { statusCode: 500, message: 'the shared memory registry is unavailable, try again' },
+    'a register meets the damaged store')
+  t.ok(isRunning(survivor), 'the survivor lives')
+  t.notOk(service.lines.some((line) => line.msg === 'worker exited before it listened; stopping the service'), 'the service was never stopped')
+
+  service.child.kill('SIGTERM')
+  const [code] = await bounded(exited, 'the primary did not exit') as [number | null]
+  t.equal(code, 0, 'a clean stop', { output: service.other })
+  t.notOk(existsSync(directory), 'the store\'s directory was removed')
 })
