@@ -5,7 +5,10 @@
  *
  * The primary serves nothing itself. It makes a private directory for the registry's store, starts
  * the workers with its path in SHARED_REGISTRY_PATH, starts another worker when one dies, and on
- * SIGINT or SIGTERM stops the workers, then removes the directory.
+ * SIGINT or SIGTERM (to it alone, or to the whole process group) stops the workers, then removes
+ * the directory. A worker that dies before it listened is started again after a delay that doubles
+ * at each such death in a row; the service stops only when a worker exits with an error of its own
+ * (not killed by a signal) while no other worker serves: another one would fail the same way.
  */
 import cluster, { type Worker } from 'node:cluster'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -15,6 +18,10 @@ import path from 'node:path'
 const MAX_WORKERS = 256
 /** A worker still running this long after it was told to stop is killed. */
 const STOP_TIMEOUT_MS = 10_000
+/** A worker that died before it listened is started again after this long, doubled at each such
+ * death in a row, up to MAX_RESTART_DELAY_MS: a machine out of memory is not kept busier still. */
+const FIRST_RESTART_DELAY_MS = 100
+const MAX_RESTART_DELAY_MS = 10_000
 
 /** The number of processes WORKERS asks for: 1 when unset. */
 export function workerCount (value: string | undefined): number {
@@ -39,35 +46,51 @@ export function runPrimary (workers: number): void {
   process.on('exit', () => rmSync(directory, { recursive: true, force: true }))
   const env = { SHARED_REGISTRY_PATH: path.join(directory, 'registry.db') }
   const running = new Set<Worker>()
+  const serving = new Set<Worker>()
+  const restarts = new Set<NodeJS.Timeout>()
+  let failuresInARow = 0
   let stopping = false
 
   const start = (): void => {
     const worker = cluster.fork(env)
     running.add(worker)
-    let listened = false
-    worker.once('listening', () => { listened = true })
+    worker.once('listening', () => {
+      serving.add(worker)
+      failuresInARow = 0
+    })
     worker.once('exit', (code, signal) => {
       running.delete(worker)
+      const listened = serving.delete(worker)
       const fields = { workerPid: worker.process.pid, code, signal }
       if (stopping) {
         log('info', 'worker stopped', fields)
         if (running.size === 0) process.exit()
         return
       }
-      if (!listened) {
-        // It never served: another one would fail the same way.
+      if (listened) {
+        log('error', 'worker died; starting another', fields)
+        return start()
+      }
+      if (signal === null && serving.size === 0) {
+        // It failed of its own accord with nobody serving: another one would fail the same way.
         log('error', 'worker exited before it listened; stopping the service', fields)
         process.exitCode = 1
         return stop()
       }
-      log('error', 'worker died; starting another', fields)
-      start()
+      const delayMs = Math.min(MAX_RESTART_DELAY_MS, FIRST_RESTART_DELAY_MS * 2 ** failuresInARow++)
+      log('error', 'worker exited before it listened; starting another', { ...fields, delayMs })
+      const restart = setTimeout(() => {
+        restarts.delete(restart)
+        start()
+      }, delayMs)
+      restarts.add(restart)
     })
   }
 
   const stop = (): void => {
     if (stopping) return
     stopping = true
+    for (const restart of restarts) clearTimeout(restart)
     if (running.size === 0) process.exit()
     for (const worker of running) {
       worker.process.kill('SIGTERM')
@@ -76,7 +99,10 @@ export function runPrimary (workers: number): void {
   }
 
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
+    // Every signal after the first is ignored, never left to the default action: that would end
+    // the primary before its workers, leaving the store's directory behind.
+    process.on(signal, () => {
+      if (stopping) return
       log('info', 'stopping the workers', { signal })
       stop()
     })

@@ -129,8 +129,10 @@ async function main () {
   })
   let closing = false
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    // Once per signal: a Ctrl-C reaches a worker and its primary, which then sends SIGTERM too.
-    process.once(signal, () => {
+    // The first signal stops the server; every later one is ignored, never left to the default
+    // action that would kill it mid-close: a stop by process group (Ctrl-C, systemd's
+    // KillMode=control-group) reaches each worker and its primary, which then signals it again.
+    process.on(signal, () => {
       if (closing) return
       closing = true
       app.log.info({ signal }, 'shutting down')

@@ -4,11 +4,10 @@
  */
 import type { KeyRule } from '../types'
 import { invalidKey, reservedKey } from './errors'
-import { LEASE_TABLE_PREFIX } from './store/lease-table'
 
-/** Objects that belong to other components of an inference server (Triton's Python backend), or
- * to this package (a shared registry's lease table: a client must never write to it). */
-export const DEFAULT_RESERVED_KEY_PREFIXES: readonly string[] = ['triton_python_backend_shm_region_', LEASE_TABLE_PREFIX]
+/** Objects that belong to other components of an inference server (Triton's Python backend). The
+ * package itself keeps nothing in /dev/shm: a shared registry's lease table lives beside its store. */
+export const DEFAULT_RESERVED_KEY_PREFIXES: readonly string[] = ['triton_python_backend_shm_region_']
 
 /** The kernel's NAME_MAX: longer keys can never name an object. */
 const KEY_MAX_BYTES = 255

@@ -12,6 +12,7 @@ type MappingHandle = object
 
 interface Addon {
   map(key: string, offset: number, byteSize: number): MappingHandle
+  mapFile(path: string, byteSize: number): MappingHandle
   window(mapping: MappingHandle | ArrayBuffer, offset: number, byteSize: number): ArrayBuffer
   /** The mapped object as `<device>:<inode>`. */
   identity(mapping: MappingHandle | ArrayBuffer): string
@@ -122,7 +123,17 @@ export function mapObject (key: string, offset: number, byteSize: number): Array
 }
 
 /**
- * Unmaps a buffer returned by `mapObject`. The buffer is detached first, so every view over it
+ * Maps `[0, byteSize)` of the existing regular file at `path` (never through a symbolic link),
+ * read-write and shared, as one ArrayBuffer: a file shared the way an object is, which goes with
+ * the directory it is in. `isIntact` and `unmapObject` take the buffer.
+ */
+export function mapFile (path: string, byteSize: number): ArrayBuffer {
+  // A window that cannot be made leaves the handle to the collector, which unmaps it.
+  return call(() => addon.window(addon.mapFile(path, byteSize), 0, byteSize))
+}
+
+/**
+ * Unmaps a buffer returned by `mapObject` or `mapFile`. The buffer is detached first, so every view over it
  * reads as length 0 from now on. Returns false if it was unmapped already.
  */
 export function unmapObject (buffer: ArrayBuffer): boolean {

@@ -74,7 +74,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     // Registrations made before this process arrived are the registry's state, not news.
     for (const record of this.#store.records().values()) this.#announced.set(record.id, record)
     this.#announcedVersion = this.#store.version
-    this.#store.watch(() => this.#check())
+    this.#store.watch((refresh) => this.#check(refresh))
   }
 
   register (name: string, source: RegionSource): void {
@@ -311,12 +311,14 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
 
   /** Run now and then by a shared store: notices other processes' changes while this one makes
    * no calls, and completes deferred unregisters whose holders ended or died. */
-  #check (): void {
+  #check (refresh: () => void): void {
     try {
+      refresh()
       for (const record of this.#current().values()) if (record.unregisterPending) this.#removeIfHeldByNone(record.name)
       this.sync()
     } catch (error) {
-      this.#log.info({ reason: (error as Error).message }, 'could not check the shared memory registry')
+      const { message, cause } = error as Error
+      this.#log.info({ reason: message, cause: (cause as Error | undefined)?.message }, 'could not check the shared memory registry')
     }
   }
 

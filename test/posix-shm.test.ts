@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
-import { createObject, isIntact, mapObject, MappedRange, PosixShmError, unlinkObject, unmapObject } from '../lib/posix-shm'
+import { createObject, isIntact, mapFile, mapObject, MappedRange, PosixShmError, unlinkObject, unmapObject } from '../lib/posix-shm'
 import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, shmMappings, uniqueKey, unlinkOnTeardown, writeObjectFile } from './helpers/shm'
 import { collectGarbage } from './helpers/observe'
 import { makeDirectory, makeFifo } from './helpers/special-objects'
@@ -496,4 +496,33 @@ t.test('isIntact follows the object: true while it holds the range, false once s
   t.equal(isIntact(buffer), false, 'shrunk below the range')
   unmapObject(buffer)
   t.equal(isIntact(buffer), false, 'unmapped')
+})
+
+t.test('mapFile maps a regular file as map does an object: shared, bounded, never through a link', async (t) => {
+  const directory = mkdtempSync(path.join(tmpdir(), 'fts-map-file-'))
+  t.teardown(() => rmSync(directory, { recursive: true, force: true }))
+  const file = path.join(directory, 'table')
+  writeFileSync(file, Buffer.alloc(2 * PAGE_SIZE))
+  const fds = openFdCount()
+  const [one, two] = [mapFile(file, 2 * PAGE_SIZE), mapFile(file, PAGE_SIZE)]
+  new Uint8Array(one).set([7, 8, 9], PAGE_SIZE - 1)
+  t.same([...new Uint8Array(two).subarray(PAGE_SIZE - 1)], [7], 'two mappings share the bytes')
+  t.same([...readFileSync(file).subarray(PAGE_SIZE - 1, PAGE_SIZE + 2)], [7, 8, 9], 'and so does the file')
+  t.ok(isIntact(one))
+  truncateSync(file, PAGE_SIZE)
+  t.notOk(isIntact(one), 'a file shrunk under the mapping is seen')
+  t.ok(isIntact(two), 'a mapping it still holds is intact')
+  t.ok(unmapObject(one) && unmapObject(two), 'unmapped')
+
+  symlinkSync(file, path.join(directory, 'link'))
+  mkdirSync(path.join(directory, 'directory'))
+  throwsShm(t, () => mapFile(path.join(directory, 'link'), 8), 'ELOOP', 'open', 'a symbolic link')
+  throwsShm(t, () => mapFile(path.join(directory, 'missing'), 8), 'ENOENT', 'open', 'a missing file is never created')
+  throwsShm(t, () => mapFile(path.join(directory, 'directory'), 8), 'EISDIR', 'open', 'a directory')
+  throwsShm(t, () => mapFile(file, PAGE_SIZE + 1), 'ERR_SHM_OUT_OF_BOUNDS', undefined, 'more than the file holds')
+  throwsShm(t, () => mapFile(file, 0), 'ERR_SHM_OUT_OF_BOUNDS', undefined, 'zero bytes')
+  throwsShm(t, () => mapFile(`${file}\0x`, 8), 'ERR_INVALID_ARG', undefined, 'a NUL byte')
+  throwsShm(t, () => mapFile(`/${'a'.repeat(4095)}`, 8), 'ERR_INVALID_ARG', undefined, 'longer than PATH_MAX')
+  throwsShm(t, () => mapFile(file, -1), 'ERR_INVALID_ARG', undefined, 'a negative size')
+  t.equal(openFdCount(), fds, 'no descriptor left, whatever failed')
 })

@@ -4,7 +4,7 @@
  * this process; test/shared-registry-processes.test.ts has them in separate processes.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { once } from 'node:events'
@@ -22,7 +22,7 @@ import { buildApp, registerBody, SYSTEM } from './helpers/app'
 import { assertError } from './helpers/http'
 import { LogCapture } from './helpers/observe'
 import { storePath } from './helpers/registry-peer'
-import { makeObject, mappingsOf, PAGE_SIZE, writeObjectFile } from './helpers/shm'
+import { makeObject, mappingsOf, PAGE_SIZE, shmMappings, writeObjectFile } from './helpers/shm'
 import { createObject, MappedRange, unlinkObject } from '../lib/posix-shm'
 import { bounded, whenEvent } from './helpers/sync'
 
@@ -198,7 +198,7 @@ function deadHolder (t: Test, store: string): { raw: Database.Database, userId: 
   const raw = connect(t, store)
   const slot = PROCESS_SLOTS - 1
   const userId = Number(raw.prepare('INSERT INTO users (pid, start_time, slot) VALUES (?, 1, ?)').run(2 ** 22 + 1, slot).lastInsertRowid)
-  const table = new LeaseTable(raw.prepare('SELECT key FROM lease_table').pluck().get() as string, false)
+  const table = new LeaseTable(`${store}-leases`, false)
   for (const regionSlot of raw.prepare('SELECT slot FROM regions').pluck().all() as number[]) table.add(slot, regionSlot, 1)
   table.close()
   return { raw, userId }
@@ -227,8 +227,9 @@ t.test('a store whose lease table is gone (the machine restarted) starts anew', 
   const key = makeObject(t, PAGE_SIZE, 'rebooted')
   user(t, store).register('r', { key, byteSize: 8 })
   const raw = connect(t, store)
-  // As a restart leaves it: the file's rows, without the processes or the shared memory.
-  raw.exec("DELETE FROM users; UPDATE lease_table SET key = '/fastify-triton-shm-leases-0000000000000000'")
+  // As a restart leaves a store on a disk: the file's rows, without the processes or the lease table.
+  raw.exec('DELETE FROM users')
+  rmSync(`${store}-leases`)
   const fresh = user(t, store)
   t.same(fresh.status(), [], 'an empty registry')
   fresh.register('r', { key, byteSize: 8 })
@@ -414,8 +415,57 @@ t.test('a broken store: requests get a clean 500, and checks say so in the log',
   assertError(t, response, 500, 'the shared memory registry is unavailable, try again')
   await whenEvent(capture, 'line', () => capture.withMessage('could not check the shared memory registry').length > 0,
     'a check failing on the broken store')
-  await t.resolves(app.close(), 'the app still closes')
+  raw.exec('DROP TABLE users')
+  await t.resolves(app.close(), 'the app still closes, even where it cannot leave the store')
   t.ok(capture.withMessage('could not unregister the system shared memory regions at close').length > 0, 'saying what it could not do')
+})
+
+t.test('the lease table is a file beside the store, mode 0600: nothing in /dev/shm, and the last user removes it', async (t) => {
+  const store = storePath(t)
+  const table = `${store}-leases`
+  const before = shmMappings()
+  const a = new Registry({ sharedRegistry: { path: store } })
+  const b = new Registry({ sharedRegistry: { path: store } })
+  const key = makeObject(t, PAGE_SIZE, 'beside')
+  a.register('r', { key, byteSize: 8 })
+  b.acquire('r', 0, 1).release()
+  t.equal(statSync(table).mode & 0o777, 0o600, 'readable and writable by its owner only')
+  t.ok(readFileSync('/proc/self/maps', 'utf8').split('\n').some((line) => line.endsWith(table)), 'mapped from beside the store')
+  t.same(shmMappings().filter((line) => !line.includes(key)), before, 'nothing of the registry\'s own is mapped from /dev/shm')
+  a.close()
+  t.ok(existsSync(table), 'kept while another user is open')
+  b.close()
+  t.notOk(existsSync(table), 'removed by the last user out')
+
+  // A joiner never follows a link put in the table's place.
+  const c = user(t, store)
+  rmSync(table)
+  symlinkSync(store, table)
+  t.throws(() => new Registry({ sharedRegistry: { path: store } }), { message: /cannot open the shared registry store '.*': open failed: ELOOP/ })
+  c.close()
+  const fresh = user(t, store)
+  t.same(fresh.status(), [], 'the first user after everyone left replaces the link with a table of its own')
+  t.ok(statSync(table, { throwIfNoEntry: false })?.isFile())
+})
+
+t.test('a lease table shrunk under the users: the checks say so, changes answer 500, leases go on', async (t) => {
+  const store = storePath(t)
+  const capture = new LogCapture()
+  const app = await buildApp(t, { sharedRegistry: { path: store, checkIntervalMs: 50 } }, { logger: { level: 'info', stream: capture.stream } })
+  const other = user(t, store)
+  const key = makeObject(t, PAGE_SIZE, 'shrunk')
+  other.register('r', { key, byteSize: 8 })
+  truncateSync(`${store}-leases`, 0)
+  const shrunk = (line: object) => /^the lease table beside the store was shrunk: leases in other processes no longer count here/.test((line as { reason?: string }).reason ?? '')
+  await whenEvent(capture, 'line', () => capture.withMessage('could not check the shared memory registry').some(shrunk),
+    'a check noticing the shrunk lease table')
+  const response = await app.inject({ method: 'POST', url: `${SYSTEM}/region/s/register`, payload: registerBody(key, 8) })
+  assertError(t, response, 500, 'the shared memory registry is unavailable, try again')
+  t.throws(() => other.unregister('r'), { code: 'ERR_SHM_STORE_FAILED' }, 'an unregister cannot tell who holds the region')
+  const lease = app.systemSharedMemory.acquire('r', 0, 1)
+  t.same(lease.buffer.length, 1, 'a lease still serves its region')
+  lease.release()
+  await t.resolves(app.close(), 'the app still closes')
 })
 
 t.test('better-sqlite3 is loaded only for sharedRegistry, with an error naming it if absent', async (t) => {

@@ -3,7 +3,9 @@
  * with and without leases, deferred unregisters and failing registrations, bring the process back
  * to where it started: as many file descriptors, the same /dev/shm mappings in /proc/self/maps,
  * as much memory in buffers, and resident memory within a bound. Each lease writes its whole
- * region, so a mapping that was never unmapped would also keep its touched pages resident.
+ * region, so a mapping that was never unmapped would also keep its touched pages resident. And
+ * dozens of stops under load: apps sharing a registry closed while inferences run, each leaving
+ * nothing behind (test/helpers/stops.ts).
  */
 import { getHeapStatistics } from 'node:v8'
 import type { FastifyInstance } from 'fastify'
@@ -16,6 +18,7 @@ import {
 } from './helpers/kserve'
 import { collectGarbage, residentBytes, residentSharedBytes } from './helpers/observe'
 import { makeObject, openFdCount, PAGE_SIZE, shmMappings, uniqueKey } from './helpers/shm'
+import { stopUnderLoad } from './helpers/stops'
 import { listenLocally, stalledInfer, untilNoConnections } from './helpers/slow-client'
 
 const CYCLES = 3000
@@ -269,6 +272,26 @@ t.test('regions past 4 GiB, cycled with leases anywhere in them: descriptors, ma
   t.equal(after.fds, before.fds, 'as many descriptors as before')
   t.same(after.mappings, before.mappings, 'the same /dev/shm mappings as before')
   t.equal(after.shmem, before.shmem, 'RssShmem back to where it was')
+})
+
+t.test('stops under load, cycled: apps sharing a registry closed with inferences in flight, every time answered and clean', async (t) => {
+  const STOPS = 60
+  const input = makeMappedObject(t, 128, 'soak_stops')
+  new Int32Array(input.bytes.buffer, input.bytes.byteOffset, 32).set([...Array(16).keys(), ...Array(16).fill(1)])
+  const cycle = (index: number) => {
+    const apps = 1 + index % 3
+    // Each order of closing in turn: the first app first, the last first, and so on.
+    const closeOrder = Array.from({ length: apps }, (_, position) => (position + index) % apps)
+    return stopUnderLoad({ apps, inFlight: 1 + index % 4, closeOrder, unregisterFirst: index % 2 === 1, releaseAfter: index % (apps + 1) }, input.key)
+  }
+  for (let index = 0; index < 10; index++) t.same(await cycle(index), [], `warm-up stop ${index}`)
+  const before = snapshot()
+  const problems: string[] = []
+  for (let index = 0; index < STOPS; index++) problems.push(...(await cycle(index)).map((problem) => `stop ${index}: ${problem}`))
+  t.same(problems.slice(0, 10), [], `${STOPS} stops, each answered every inference in flight and left nothing`)
+  const after = snapshot()
+  t.equal(after.fds, before.fds, 'as many descriptors as before')
+  t.same(after.mappings, before.mappings, 'the same /dev/shm mappings as before')
 })
 
 t.test('slow readers, round after round: their regions unregister at once, they are dropped, and everything comes back', async (t) => {

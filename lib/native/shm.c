@@ -3,6 +3,8 @@
  *
  *   map(key, offset, byteSize)    -> a handle (an external value) to a mapping of
  *                                    [offset, offset + byteSize) of the object
+ *   mapFile(path, byteSize)       -> the same for [0, byteSize) of a regular file (a shared registry's
+ *                                    lease table, which lives beside its store)
  *   window(mapping, offset, size) -> an ArrayBuffer over [offset, offset + size) of that range. A
  *                                    region may be larger than one ArrayBuffer can be, so it is
  *                                    mapped once and seen through as many windows as its users need
@@ -25,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,22 +82,27 @@ static int get_args(napi_env env, napi_callback_info info, size_t expected, napi
   return 1;
 }
 
-/* Copies a key into `key`. Refuses keys that are too long or hold a NUL byte: C would cut them
- * short and open a different object than the one validated in JavaScript. The full UTF-8 length
- * is asked for first: a copy into a short buffer stops before a character that does not fit
- * whole, so the copied length alone can look acceptable for a key that is too long. */
-static int get_key(napi_env env, napi_value value, char key[KEY_MAX + 2]) {
+/* Copies a string of at most `max_length` bytes into `text` (room for max_length + 2). Refuses
+ * strings that are too long or hold a NUL byte: C would cut them short and open a different file
+ * than the one validated in JavaScript. The full UTF-8 length is asked for first: a copy into a
+ * short buffer stops before a character that does not fit whole, so the copied length alone can
+ * look acceptable for a string that is too long. */
+static int get_text(napi_env env, napi_value value, char *text, size_t max_length) {
   size_t length = 0, copied = 0;
   if (napi_get_value_string_utf8(env, value, NULL, 0, &length) != napi_ok) {
-    throw_invalid(env, "key must be a string");
+    throw_invalid(env, "key or path must be a string");
     return 0;
   }
-  if (length > KEY_MAX || napi_get_value_string_utf8(env, value, key, KEY_MAX + 2, &copied) != napi_ok ||
-      copied != length || strlen(key) != length) {
-    throw_invalid(env, "key is too long or holds a NUL byte");
+  if (length > max_length || napi_get_value_string_utf8(env, value, text, max_length + 2, &copied) != napi_ok ||
+      copied != length || strlen(text) != length) {
+    throw_invalid(env, "key or path is too long or holds a NUL byte");
     return 0;
   }
   return 1;
+}
+
+static int get_key(napi_env env, napi_value value, char key[KEY_MAX + 2]) {
+  return get_text(env, value, key, KEY_MAX);
 }
 
 static int get_size(napi_env env, napi_value value, uint64_t *size) {
@@ -227,6 +235,20 @@ static napi_value map_object(napi_env env, napi_callback_info info) {
   int fd = shm_open(key, O_RDWR, 0);
   if (fd < 0) return throw_errno(env, "shm_open", errno);
   return map_open_object(env, fd, offset, byte_size);
+}
+
+/* Maps [0, byte_size) of the regular file at `path`, as map does an object: never through a
+ * symbolic link, never creating it. */
+static napi_value map_file(napi_env env, napi_callback_info info) {
+  napi_value args[2];
+  char path[PATH_MAX + 1];
+  uint64_t byte_size;
+  if (!get_args(env, info, 2, args) || !get_text(env, args[0], path, PATH_MAX - 1) || !get_size(env, args[1], &byte_size)) {
+    return NULL;
+  }
+  int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return throw_errno(env, "open", errno);
+  return map_open_object(env, fd, 0, byte_size);
 }
 
 /* The mapping behind a handle or a window, or NULL for a window that was detached already (its
@@ -368,6 +390,7 @@ static napi_value unlink_object(napi_env env, napi_callback_info info) {
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor functions[] = {
       {"map", NULL, map_object, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"mapFile", NULL, map_file, NULL, NULL, NULL, napi_enumerable, NULL},
       {"window", NULL, window_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"identity", NULL, identity_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"unmap", NULL, unmap_object, NULL, NULL, NULL, napi_enumerable, NULL},

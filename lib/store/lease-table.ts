@@ -4,11 +4,12 @@
  * this process's own counter, never a write to the store; an unregister reads the region's
  * counters of every live process. The first cell is the registry's revision, bumped around every
  * change of its records, so that one load tells a process whether it must reread them.
+ *
+ * The table is a file beside the store (`<store>-leases`), mapped shared as SQLite maps its own
+ * `-shm` file: it goes with the store's directory, so no way of stopping can leave it anywhere else.
  */
-import { createObject, MappedRange, unlinkObject } from '../posix-shm'
-
-/** Lease tables are named with this prefix (and a random part); clients can never register it. */
-export const LEASE_TABLE_PREFIX = 'fastify-triton-shm-leases-'
+import { closeSync, constants, ftruncateSync, openSync, rmSync } from 'node:fs'
+import { isIntact, mapFile, unmapObject } from '../posix-shm'
 
 /** Most processes that can share one registry. */
 export const PROCESS_SLOTS = 128
@@ -22,22 +23,34 @@ const BYTE_SIZE = (HEADER_CELLS + PROCESS_SLOTS * REGION_SLOTS) * Int32Array.BYT
 const cell = (processSlot: number, regionSlot: number) => HEADER_CELLS + regionSlot * PROCESS_SLOTS + processSlot
 
 export class LeaseTable {
-  readonly #mapping: MappedRange
+  readonly #buffer: ArrayBuffer
   readonly #cells: Int32Array
 
-  /** Maps the table `key`, making it (zeroed, mode 0600) if `create`. */
-  constructor (key: string, create: boolean) {
-    if (create) createObject(key, BYTE_SIZE)
-    this.#mapping = new MappedRange(key, 0, BYTE_SIZE)
-    this.#cells = new Int32Array(this.#mapping.window(0, BYTE_SIZE))
+  /** Maps the table at `path`; if `create`, as a new file (zeroed, mode 0600) in place of any
+   * earlier one, which no process maps any more. Never follows a symbolic link. */
+  constructor (path: string, create: boolean) {
+    if (create) {
+      LeaseTable.remove(path)
+      const fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600)
+      try {
+        ftruncateSync(fd, BYTE_SIZE)
+      } finally {
+        closeSync(fd)
+      }
+    }
+    this.#buffer = mapFile(path, BYTE_SIZE)
+    this.#cells = new Int32Array(this.#buffer)
   }
 
-  static remove (key: string): void {
-    try {
-      unlinkObject(key)
-    } catch {
-      // Already gone: removed by another process leaving at the same time.
-    }
+  static remove (path: string): void {
+    // Already gone is fine: removed by another process leaving at the same time.
+    rmSync(path, { force: true })
+  }
+
+  /** False once the file was shrunk under the mapping: the counts other processes make are no
+   * longer seen here (lib/native/fault-guard.c keeps this process alive, reading zeros). */
+  get intact (): boolean {
+    return isIntact(this.#buffer)
   }
 
   // Atomics are sequentially consistent: an unregister that reads the counters after a lease's
@@ -69,6 +82,6 @@ export class LeaseTable {
   }
 
   close (): void {
-    this.#mapping.unmap()
+    unmapObject(this.#buffer)
   }
 }

@@ -45,7 +45,8 @@ export interface RegionStore {
   /** Whether nobody else uses the store: closing this user then ends the registry itself. */
   lastUser(): boolean
   /** Calls `check` now and then while the store is open, so a user that makes no calls still
-   * notices others' changes and the holds of processes that died. */
-  watch(check: () => void): void
+   * notices others' changes and the holds of processes that died. `check` first calls `refresh`,
+   * which throws if the store is found broken. */
+  watch(check: (refresh: () => void) => void): void
   close(): void
 }

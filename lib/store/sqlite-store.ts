@@ -2,20 +2,22 @@
  * The shared store: one SQLite file (WAL mode) that every process of a service opens, so they all
  * see one registry. The file holds the records and the processes using it (pid and start time,
  * so that those that died are recognised); who holds leases is counted in a lease table in shared
- * memory beside it, so a request writes nothing to the file.
+ * memory beside it (`<path>-leases`), so a request writes nothing to the file.
  */
-import { randomBytes } from 'node:crypto'
 import { closeSync, constants, openSync } from 'node:fs'
 import type { SharedRegistryOptions } from '../../types'
 import { storeFailed } from '../errors'
 import { optionalPeer } from '../optional-peer'
-import { LEASE_TABLE_PREFIX, LeaseTable, PROCESS_SLOTS, REGION_SLOTS } from './lease-table'
+import { LeaseTable, PROCESS_SLOTS, REGION_SLOTS } from './lease-table'
 import { isAlive, thisProcess } from './process-identity'
 import type { NewRegion, RegionRecord, RegionStore } from './region-store'
 import type { Database, DatabaseConstructor, Statement } from './sqlite-driver'
 
 export const DEFAULT_BUSY_TIMEOUT_MS = 5000
 export const DEFAULT_CHECK_INTERVAL_MS = 1000
+
+const LEASE_TABLE_SHRUNK = 'the lease table beside the store was shrunk: leases in other processes no longer count here, ' +
+  'and registering or unregistering is refused until every process of the service has restarted'
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS regions (
@@ -36,8 +38,6 @@ const SCHEMA = `
     start_time INTEGER NOT NULL,
     slot INTEGER NOT NULL
   );
-  -- The lease table of the registry's current life.
-  CREATE TABLE IF NOT EXISTS lease_table (key TEXT NOT NULL);
 `
 
 interface RegionRow { id: number, name: string, key: string, offset: number, byte_size: number, object: string, unregister_pending: number, slot: number }
@@ -83,7 +83,7 @@ export class SqliteStore implements RegionStore {
   #userId = 0
   #slot = 0
   #leases!: LeaseTable
-  #leaseTableKey = ''
+  readonly #leaseTablePath: string
   #records: ReadonlyMap<string, RegionRecord> = new Map()
   /** Region slots by record id. */
   #regionSlots = new Map<number, number>()
@@ -101,6 +101,7 @@ export class SqliteStore implements RegionStore {
     load?: (name: string) => unknown) {
     const Driver = optionalPeer<DatabaseConstructor>('better-sqlite3', 'fastify-triton-shm: the sharedRegistry option', load)
     this.#checkIntervalMs = checkIntervalMs
+    this.#leaseTablePath = `${path}-leases`
     let db: Database | undefined
     try {
       createPrivately(path)
@@ -124,17 +125,9 @@ export class SqliteStore implements RegionStore {
    * service, as they do with a Triton server. */
   #join (): void {
     const others = this.#liveUsers()
-    const previous = this.#statements.leaseTable.get() as string | undefined
-    const starting = others.length === 0 || previous === undefined
-    if (starting) {
-      if (previous !== undefined) LeaseTable.remove(previous)
-      this.#db.exec('DELETE FROM regions; DELETE FROM users; DELETE FROM lease_table')
-      this.#leaseTableKey = `/${LEASE_TABLE_PREFIX}${randomBytes(8).toString('hex')}`
-      this.#statements.setLeaseTable.run(this.#leaseTableKey)
-    } else {
-      this.#leaseTableKey = previous
-    }
-    this.#leases = new LeaseTable(this.#leaseTableKey, starting)
+    const starting = others.length === 0
+    if (starting) this.#db.exec('DELETE FROM regions; DELETE FROM users')
+    this.#leases = new LeaseTable(this.#leaseTablePath, starting)
     const slot = freeSlot(others.map((user) => user.slot), PROCESS_SLOTS)
     if (slot === undefined) throw new Error(`at most ${PROCESS_SLOTS} processes can share a registry`)
     this.#slot = slot
@@ -171,6 +164,8 @@ export class SqliteStore implements RegionStore {
    * committed (or undone), through the lease table's revision: every process rereads the records
    * at its next call. */
   transaction<T> (change: () => T): T {
+    // Counts that no longer reach other processes cannot tell whether a region is in use.
+    if (!this.#leases.intact) throw storeFailed(new Error(LEASE_TABLE_SHRUNK))
     return this.#guard(() => {
       this.#wrote = false
       try {
@@ -242,17 +237,21 @@ export class SqliteStore implements RegionStore {
     return this.#liveUsers().length === 0
   }
 
-  /** Also catches a change whose writer died between its commit and its second bump. */
-  watch (check: () => void): void {
-    this.#watcher = setInterval(() => {
-      const dataVersion = this.#statements.dataVersion.get() as number
-      if (dataVersion !== this.#dataVersion) this.#revision = Number.NaN
-      this.#dataVersion = dataVersion
-      check()
-    }, this.#checkIntervalMs).unref()
+  /** Each check first catches a change whose writer died between its commit and its second bump,
+   * and notices a lease table shrunk under the processes that count in it. */
+  watch (check: (refresh: () => void) => void): void {
+    this.#watcher = setInterval(() => check(() => this.#refresh()), this.#checkIntervalMs).unref()
   }
 
-  /** Leaves the store. The last process out removes the lease table. */
+  #refresh (): void {
+    const dataVersion = this.#guard(() => this.#statements.dataVersion.get() as number)
+    if (dataVersion !== this.#dataVersion) this.#revision = Number.NaN
+    this.#dataVersion = dataVersion
+    if (!this.#leases.intact) throw new Error(LEASE_TABLE_SHRUNK)
+  }
+
+  /** Leaves the store. The last process out removes the lease table. A store that fails keeps
+   * this process's row, forgotten by the first process to find it gone. */
   close (): void {
     this.#open = false
     clearInterval(this.#watcher)
@@ -260,10 +259,11 @@ export class SqliteStore implements RegionStore {
     try {
       this.#db.transaction(() => {
         this.#statements.removeUser.run(this.#userId)
-        if (this.#liveUsers().length > 0) return
-        this.#db.exec('DELETE FROM lease_table')
-        LeaseTable.remove(this.#leaseTableKey)
+        if (this.#liveUsers().length === 0) LeaseTable.remove(this.#leaseTablePath)
       }).immediate()
+    } catch {
+      // Busy past its timeout, or damaged: this process's row stays, and the first process to
+      // find it gone forgets it.
     } finally {
       this.#leases.close()
       this.#db.close()
@@ -282,8 +282,6 @@ function prepare (db: Database) {
     removeRegion: statement('DELETE FROM regions WHERE id = ?'),
     addUser: statement('INSERT INTO users (pid, start_time, slot) VALUES (?, ?, ?)'),
     otherUsers: statement('SELECT id, pid, start_time, slot FROM users WHERE id != ?'),
-    removeUser: statement('DELETE FROM users WHERE id = ?'),
-    leaseTable: statement('SELECT key FROM lease_table').pluck(),
-    setLeaseTable: statement('INSERT INTO lease_table (key) VALUES (?)')
+    removeUser: statement('DELETE FROM users WHERE id = ?')
   }
 }

@@ -4,13 +4,11 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
-import Database from 'better-sqlite3'
 import type { Test } from 'tap'
-import { objectPath } from './shm'
 import { bounded } from './sync'
 
 const PEER = path.join(__dirname, '..', 'fixtures', 'shared-registry-peer.ts')
@@ -28,27 +26,10 @@ export interface RegistryPeer {
 export function storePath (t: Test): string {
   const directory = mkdtempSync(path.join(tmpdir(), 'fts-store-'))
   const store = path.join(directory, 'registry.db')
-  // Registered first, so it runs last: after every user closed and every child was killed.
-  t.teardown(() => {
-    removeLeaseTable(store)
-    rmSync(directory, { recursive: true, force: true })
-  })
+  // Registered first, so it runs last: after every user closed and every child was killed. The
+  // directory holds the lease table too (`<store>-leases`).
+  t.teardown(() => rmSync(directory, { recursive: true, force: true }))
   return store
-}
-
-/** Removes the store's lease table if a user left it behind: a test that kills processes, or keeps
- * a stand-in user alive, ends with no last user to remove it. */
-export function removeLeaseTable (store: string): void {
-  if (!existsSync(store)) return
-  const db = new Database(store, { readonly: true, fileMustExist: true })
-  try {
-    const key = db.prepare('SELECT key FROM lease_table').pluck().get()
-    if (typeof key === 'string') rmSync(objectPath(key), { force: true })
-  } catch {
-    // No lease table in this store (it was never opened as one).
-  } finally {
-    db.close()
-  }
 }
 
 export async function startPeer (t: Test, store: string, checkIntervalMs = 100): Promise<RegistryPeer> {
