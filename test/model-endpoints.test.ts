@@ -5,6 +5,8 @@
  * statistics whose counts match the requests sent, and Triton's errors. Then the plugin's own
  * options: readiness, prefix, `beforeRun`, the OpenAPI document, and options refused up front.
  */
+import { once } from 'node:events'
+import net from 'node:net'
 import swagger from '@fastify/swagger'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
@@ -13,6 +15,7 @@ import fastifyTritonShm, { kserveModels, ModelTable } from '../lib/index'
 import { version } from '../package.json'
 import type { KServeModelsOptions, ModelConfigResponse, ModelDeclaration, ModelStatistics } from '../types'
 import { bytesOfValues, makeMappedObject, shmInput, shmOutput } from './helpers/kserve'
+import { Gate, whenEvent } from './helpers/sync'
 
 async function listen (t: Test, app: FastifyInstance): Promise<string> {
   t.teardown(() => app.close())
@@ -288,4 +291,34 @@ t.test('the registry of another decorator, and the infer limits, are the ones gi
   const long = await app.inject({ method: 'POST', url: '/v2/models/echo/infer', payload: { ...echoBody, id: 'x'.repeat(200) } })
   t.equal(long.statusCode, 400)
   t.match(long.json(), { error: /more than the server's limit of 200/ })
+})
+
+t.test('pipelined requests whose connection closes while they wait release their regions, and count as failed', async (t) => {
+  const gate = new Gate(false)
+  const table = new ModelTable([echo()])
+  const { app, base } = await modelsApp(t, { models: table, beforeRun: gate.pass })
+  const registry = app.systemSharedMemory
+  const object = makeMappedObject(t, 64, 'pipelined')
+  registry.register('r', { key: object.key, byteSize: 64 })
+  const body = JSON.stringify({ inputs: [shmInput('INPUT0', 'INT32', [2], 'r', 8)] })
+  const socket = net.connect(Number(new URL(base).port), '127.0.0.1')
+  t.teardown(() => { socket.destroy() })
+  await once(socket, 'connect')
+  const PIPELINED = 3
+  socket.write(`POST /v2/models/echo/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${body.length}\r\n\r\n${body}`.repeat(PIPELINED))
+  await gate.untilHeld(PIPELINED, 'the pipelined requests never reached their model')
+  t.equal(registry.counters().liveLeases, PIPELINED, 'each holds its region')
+
+  registry.unregister('r')
+  t.ok(registry.has('r'), 'deferred while they hold it')
+  const unmapped = whenEvent(registry, 'unregister', () => !registry.has('r'), 'a pipelined request kept its region after its connection closed')
+  socket.destroy()
+  await unmapped
+  t.equal(registry.counters().liveLeases, 0, 'the responses waiting behind the first released theirs too')
+
+  gate.open()
+  // From the gate to the failure is promise jobs only, all run before the next turn of the loop.
+  await new Promise((resolve) => setImmediate(resolve))
+  t.equal(table.statistics('echo').model_stats[0].inference_stats.fail.count, PIPELINED, 'none ran: their client had gone')
+  t.equal(table.statistics('echo').model_stats[0].execution_count, 0)
 })
