@@ -5,7 +5,7 @@
 import Ajv, { type ErrorObject } from 'ajv'
 import type { KServeModelsOptions } from '../../types/models'
 import { ModelTable } from '../models/model-table'
-import { DEFAULT_DECORATOR } from '../options'
+import { DEFAULT_DECORATOR, describeOptionError } from '../options'
 import { MAX_SAFE_INTEGER } from '../schemas'
 
 const positiveInteger = { type: 'integer', minimum: 1, maximum: MAX_SAFE_INTEGER } as const
@@ -53,14 +53,10 @@ ajv.addKeyword({ keyword: 'modelTable', schemaType: 'boolean', errors: false, va
 ajv.addKeyword({ keyword: 'isFunction', schemaType: 'boolean', errors: false, validate: (_: boolean, value: unknown) => typeof value === 'function' })
 const validate = ajv.compile<KServeModelsOptions>(optionsSchema)
 
-function describeError ([error]: ErrorObject[]): string {
-  const path = error.instancePath.slice(1).replaceAll('/', '.')
-  if (error.keyword === 'additionalProperties') {
-    const unknown = (error.params as { additionalProperty: string }).additionalProperty
-    return `unknown option '${path === '' ? unknown : `${path}.${unknown}`}'`
-  }
+function describeError (errors: ErrorObject[]): string {
+  const [error] = errors
   if (error.keyword === 'required') return `option '${(error.params as { missingProperty: string }).missingProperty}' is required`
-  return `option '${path}' ${MESSAGES[error.keyword] ?? error.message}`
+  return describeOptionError(errors, MESSAGES)
 }
 
 /** The options with their defaults if they are valid; throws a TypeError naming the wrong one otherwise. */

@@ -29,7 +29,10 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
   const registry = (app as unknown as Record<string, SystemSharedMemoryRegistry>)[decorator]
   const schemas = modelSchemas(openapi)
   app.setErrorHandler(kserveErrorHandler)
-  // Bodies are this plugin's own JSON, so no response schema (they document) may filter them.
+  // The schemas document the routes; they check nothing (the table resolves names and versions,
+  // readInferRequest reads bodies), so no validator runs per request, and no response schema
+  // filters the bodies, which are this plugin's own JSON.
+  app.setValidatorCompiler(() => () => true)
   app.setSerializerCompiler(() => (body: unknown) => JSON.stringify(body))
   useInferBodyParser(app, { bodyLimit, jsonLimit })
 

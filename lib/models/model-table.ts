@@ -89,9 +89,10 @@ export class ModelTable {
       if (!found.ready) throw errors.modelVersionNotReady(name, found.version)
       return found
     }
-    const newest = this.#readyVersions(name).at(-1)
-    if (newest === undefined) throw errors.noAvailableVersion(name)
-    return newest
+    const versions = this.#versions(name)
+    // Newest first, with no array made: this runs for every request.
+    for (let index = versions.length - 1; index >= 0; index--) if (versions[index].ready) return versions[index]
+    throw errors.noAvailableVersion(name)
   }
 
   #readyVersions (name: string): ModelVersion[] {
@@ -161,17 +162,17 @@ export class ModelTable {
    */
   async infer<Result> (name: string, version: string | undefined, call: InferCall<Result>): Promise<Result> {
     const model = this.#resolve(name, version)
-    const start = process.hrtime.bigint()
+    const start = performance.now()
     try {
       const infer = call.read(model.signature)
-      const read = process.hrtime.bigint()
+      const read = performance.now()
       await call.beforeRun?.(infer)
       infer.signal.throwIfAborted()
-      const runStart = process.hrtime.bigint()
+      const runStart = performance.now()
       await model.declaration.run(infer)
-      const ran = process.hrtime.bigint()
+      const ran = performance.now()
       const result = call.respond(infer)
-      model.statistics.succeeded({ start, read, runStart, ran, end: process.hrtime.bigint() }, batchSizeOf(model, infer))
+      model.statistics.succeeded({ start, read, runStart, ran, end: performance.now() }, batchSizeOf(model, infer))
       return result
     } catch (error) {
       model.statistics.failed(start)

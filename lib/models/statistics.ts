@@ -5,26 +5,27 @@
  */
 import type { ModelStatistics, StatisticDuration } from '../../types/models'
 
-/** When each phase of one successful request ended, from `process.hrtime.bigint()`. */
+/** When each phase of one successful request began or ended, from `performance.now()`
+ * (milliseconds, with the monotonic clock's sub-microsecond resolution, and no allocation). */
 export interface RequestTimes {
-  start: bigint
-  read: bigint
-  runStart: bigint
-  ran: bigint
-  end: bigint
+  start: number
+  read: number
+  runStart: number
+  ran: number
+  end: number
 }
 
 class Duration {
   count = 0
-  ns = 0
+  #ms = 0
 
-  add (ns: bigint): void {
+  add (ms: number): void {
     this.count++
-    this.ns += Number(ns)
+    this.#ms += ms
   }
 
   toJSON (): StatisticDuration {
-    return { count: this.count, ns: this.ns }
+    return { count: this.count, ns: Math.round(this.#ms * 1e6) }
   }
 }
 
@@ -64,9 +65,9 @@ export class InferenceStatistics {
   }
 
   /** A request that failed after its model was found (its inputs, its run or its response). */
-  failed (start: bigint): void {
+  failed (start: number): void {
     this.#lastInferenceMs = Date.now()
-    this.#fail.add(process.hrtime.bigint() - start)
+    this.#fail.add(performance.now() - start)
   }
 
   /** Triton's statistics of this version (`model_stats[]` entry). */
