@@ -281,7 +281,7 @@ t.test('the registry of another decorator, and the infer limits, are the ones gi
   await app.register(kserveModels, {
     models: new ModelTable([echo({ outputs: [{ name: 'OUTPUT0', datatype: 'BYTES', shape: [-1] }], run: (infer) => { infer.output('OUTPUT0', [3]) } })]),
     decorator: 'shm',
-    limits: { maxBytesElements: 2 },
+    limits: { maxBytesElements: 2, maxOutputBytes: 1024, sendTimeoutMs: 5000 },
     jsonLimit: 200
   })
   const object = makeMappedObject(t, 64, 'decorated')

@@ -24,7 +24,12 @@ const optionsSchema = {
     limits: {
       type: 'object',
       additionalProperties: false,
-      properties: { maxBytesElements: positiveInteger, maxJsonResponseChars: positiveInteger }
+      properties: {
+        maxBytesElements: positiveInteger,
+        maxJsonResponseChars: positiveInteger,
+        maxOutputBytes: positiveInteger,
+        sendTimeoutMs: positiveInteger
+      }
     },
     beforeRun: { isFunction: true },
     openapi: {
