@@ -91,7 +91,7 @@ export const regionTruncated = (name: string) =>
 
 export const regionUnavailableHere = (name: string) =>
   badRequest(`shared memory region '${name}' cannot be opened by this server process: ` +
-    'its object was removed or shrunk after it was registered. Unregister it, and register it again', 'ERR_SHM_REGION_UNAVAILABLE')
+    'its object was removed, replaced or shrunk after it was registered. Unregister it, and register it again', 'ERR_SHM_REGION_UNAVAILABLE')
 
 export const invalidOffset = (name: string) =>
   badRequest(`Invalid offset for shared memory region: '${name}'`, 'ERR_SHM_INVALID_OFFSET')

@@ -5,13 +5,16 @@
 import { constants } from 'node:buffer'
 import path from 'node:path'
 import { getSystemErrorName } from 'node:util'
+import { isArrayBuffer } from 'node:util/types'
 
-/** The addon's handle to one mapping; `object` names the mapped object as `<device>:<inode>`. */
-interface MappingHandle { readonly object: string }
+/** The addon's handle to one mapping (an external value); any of its windows stands for it too. */
+type MappingHandle = object
 
 interface Addon {
   map(key: string, offset: number, byteSize: number): MappingHandle
   window(mapping: MappingHandle | ArrayBuffer, offset: number, byteSize: number): ArrayBuffer
+  /** The mapped object as `<device>:<inode>`. */
+  identity(mapping: MappingHandle | ArrayBuffer): string
   unmap(mapping: MappingHandle | ArrayBuffer): boolean
   intact(mapping: MappingHandle | ArrayBuffer): boolean
   create(key: string, byteSize: number): void
@@ -77,11 +80,20 @@ export class MappedRange {
   /** The mapped object as `<device>:<inode>`: equal for two mappings of one object, whatever their keys. */
   readonly object: string
   readonly #handle: MappingHandle
+  #whole: ArrayBuffer | undefined
 
   constructor (key: string, offset: number, byteSize: number) {
     this.#handle = call(() => addon.map(key, offset, byteSize))
     this.byteSize = byteSize
-    this.object = this.#handle.object
+    this.object = addon.identity(this.#handle)
+  }
+
+  /** The whole range as one window, made at its first use, where one ArrayBuffer can hold it (a
+   * view of it then needs no native call); undefined for a larger range. */
+  get whole (): ArrayBuffer | undefined {
+    if (this.byteSize > MappedRange.maxWindowBytes) return undefined
+    this.#whole ??= this.window(0, this.byteSize)
+    return this.#whole
   }
 
   /** An ArrayBuffer over `[offset, offset + byteSize)` of the range. */
@@ -108,12 +120,9 @@ export class MappedRange {
  */
 export function mapObject (key: string, offset: number, byteSize: number): ArrayBuffer {
   const range = new MappedRange(key, offset, byteSize)
-  try {
-    return range.window(0, byteSize)
-  } catch (error) {
-    range.unmap()
-    throw error
-  }
+  if (range.whole !== undefined) return range.whole
+  range.unmap()
+  throw new PosixShmError('ERR_SHM_WINDOW_TOO_LARGE')
 }
 
 /**
@@ -121,7 +130,14 @@ export function mapObject (key: string, offset: number, byteSize: number): Array
  * reads as length 0 from now on. Returns false if it was unmapped already.
  */
 export function unmapObject (buffer: ArrayBuffer): boolean {
-  return call(() => addon.unmap(buffer))
+  return call(() => addon.unmap(ownWindow(buffer)))
+}
+
+/** Only an ArrayBuffer is passed on: the addon takes any external value for one of its own
+ * mapping handles, which never leave this module. */
+function ownWindow (buffer: ArrayBuffer): ArrayBuffer {
+  if (!isArrayBuffer(buffer)) throw new PosixShmError('ERR_INVALID_ARG')
+  return buffer
 }
 
 /**
@@ -130,7 +146,7 @@ export function unmapObject (buffer: ArrayBuffer): boolean {
  * lib/native/fault-guard.c). Also false once unmapped.
  */
 export function isIntact (buffer: ArrayBuffer): boolean {
-  return call(() => addon.intact(buffer))
+  return call(() => addon.intact(ownWindow(buffer)))
 }
 
 /** Creates a new object of `byteSize` zero bytes, readable and writable by this user only. */

@@ -13,15 +13,11 @@ export const regionStatus = ({ name, key, offset, byteSize }: RegionRecord): Sha
 export class Region {
   readonly record: RegionRecord
   readonly #mapping: MappedRange
-  /** One window over the whole region where one ArrayBuffer can hold it, so a view costs no native
-   * call; a larger region gives each view a window of its own over the same mapping. */
-  readonly #whole: ArrayBuffer | undefined
   #liveLeases = 0
 
   constructor (record: RegionRecord, mapping: MappedRange) {
     this.record = record
     this.#mapping = mapping
-    this.#whole = record.byteSize <= MappedRange.maxWindowBytes ? mapping.window(0, record.byteSize) : undefined
   }
 
   get liveLeases (): number {
@@ -41,8 +37,10 @@ export class Region {
   /** A view of `[offset, offset + byteSize)` of the region; the caller has checked the bounds, and
    * that the view fits in one ArrayBuffer. */
   view (offset: number, byteSize: number): Uint8Array {
-    if (this.#whole !== undefined) return new Uint8Array(this.#whole, offset, byteSize)
-    return new Uint8Array(this.#mapping.window(offset, byteSize))
+    // One window over the whole region where one ArrayBuffer can hold it, so a view costs no
+    // native call; a larger region gives each view a window of its own over the same mapping.
+    const whole = this.#mapping.whole
+    return whole === undefined ? new Uint8Array(this.#mapping.window(offset, byteSize)) : new Uint8Array(whole, offset, byteSize)
   }
 
   hold (): void {

@@ -34,6 +34,12 @@ const MAX_VIEW_BYTES = BigInt(MappedRange.maxWindowBytes)
 
 const silentLogger: RegistryLogger = { info () {}, debug () {} }
 
+/** Logged for the operator when a key names no object here: Triton's most reported shared memory
+ * problem, and the client's message (Triton's) cannot say why. */
+const NOT_IN_THIS_SHM = "system shared memory object does not exist in this server's /dev/shm: most likely the client " +
+  'and the server do not share /dev/shm (separate containers without --ipc=host or --ipc=container:<name>, ' +
+  'Kubernetes containers without one memory-backed emptyDir mounted at /dev/shm, or another pod or host)'
+
 const isUnsignedInteger = (value: unknown): value is number =>
   Number.isSafeInteger(value) && (value as number) >= 0
 
@@ -102,7 +108,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
         if (existing !== undefined && !this.#removeIfUnheld(existing)) throw errors.duplicateRegion(name)
         this.#checkLimits(name, byteSize, records)
         mapping = this.#map(name, key, offset, byteSize)
-        return this.#store.add({ name, key, offset, byteSize })
+        return this.#store.add({ name, key, offset, byteSize, object: mapping.object })
       })
       this.#mapped.set(record.id, new Region(record, mapping as MappedRange))
     } catch (error) {
@@ -135,6 +141,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     } catch (error) {
       // The cause (errno, object type) stays in this process: the client only learns that it failed.
       const { code } = error as PosixShmError
+      if (code === 'ENOENT') this.#log.info({ region: name, key }, NOT_IN_THIS_SHM)
       throw code === 'ERR_SHM_OUT_OF_BOUNDS' ? errors.invalidRegisterArgs(name) : errors.unableToOpen(key)
     }
   }
@@ -256,6 +263,12 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     try {
       mapping = new MappedRange(record.key, record.offset, record.byteSize)
     } catch {
+      throw errors.regionUnavailableHere(record.name)
+    }
+    // The key may name another object by now (the client's was removed and made again, or someone
+    // else made one under that name): only the registered object is ever served.
+    if (mapping.object !== record.object) {
+      mapping.unmap()
       throw errors.regionUnavailableHere(record.name)
     }
     const region = new Region(record, mapping)

@@ -1,54 +1,35 @@
 /**
- * `npm run prebuild` (also run by prepack, so a packed tarball always carries them): builds the
- * addon with prebuildify for every target in prebuild-targets.ts into prebuilds/, using Debian's
- * toolchains, and fails if a glibc binary would not load on glibc 2.28. node-gyp-build loads the
+ * `npm run prebuild` (also run by prepack, so a packed tarball carries them): builds the addon
+ * with prebuildify for the targets in prebuild-targets.ts into prebuilds/, using Debian's
+ * toolchains, and fails if a glibc binary would not load on glibc 2.28. Which targets: see
+ * targetsToBuild (`--all`, and CI, need every one). node-gyp-build loads the
  * matching one at run time; where none matches, the install script builds from source.
  */
 import { execFileSync } from 'node:child_process'
-import { accessSync, constants, cpSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { accessSync, cpSync, existsSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { glibcVersionsNeeded, unmetOn } from './glibc-versions'
 import { oldGlibcLink } from './old-glibc-link'
-import { glibcCeiling, prebuildPath, prebuildTargets, type PrebuildTarget } from './prebuild-targets'
+import { glibcCeiling, prebuildPath, type PrebuildTarget } from './prebuild-targets'
+import { inCI, onPath, prebuildToolchains, targetLabel } from './toolchains'
 
 const root = path.resolve(__dirname, '..')
 
-function onPath (command: string): boolean {
-  return (process.env.PATH ?? '').split(path.delimiter).some((directory) => {
-    try {
-      accessSync(path.join(directory, command), constants.X_OK)
-      return true
-    } catch {
-      return false
-    }
-  })
-}
-
-/** Whether `compiler` runs and finds its C library's headers (a cross gcc comes without them). */
-function compiles (compiler: string): boolean {
-  try {
-    execFileSync(compiler, ['-fsyntax-only', '-x', 'c', '-'], { input: '#include <sys/stat.h>\n', stdio: ['pipe', 'ignore', 'ignore'] })
-    return true
-  } catch {
-    return false
+/** Which targets to build. Every one, or a failure naming what is missing, with `--all` (the
+ * prepublishOnly script: a published tarball carries every prebuild) and in CI; elsewhere those
+ * this machine has the toolchains for, and a SKIP line for each of the others. */
+function targetsToBuild (every: boolean): PrebuildTarget[] {
+  const common = ['readelf', 'make'].filter((command) => !onPath(command))
+  if (common.length > 0) throw new Error(`prebuild: cannot build without ${common.join(', ')}. On Debian or Ubuntu: apt-get install binutils make`)
+  const toolchains = prebuildToolchains()
+  const missing = toolchains.filter((toolchain) => toolchain.missing !== undefined)
+  if (every && missing.length > 0) {
+    throw new Error(`prebuild: every prebuild is required${inCI() ? ' in CI' : ''}, and these cannot be built here: ` +
+      missing.map(({ target, missing }) => `${targetLabel(target)}: ${missing}`).join('; '))
   }
-}
-
-/** Stops with one message naming every missing tool and the Debian packages that bring them. */
-function requireToolchains (): void {
-  const tools = prebuildTargets.flatMap((target) => [
-    { command: target.compiler, debianPackages: target.debianPackages, works: compiles },
-    { command: target.strip, debianPackages: target.debianPackages, works: onPath }
-  ]).concat(
-    { command: 'readelf', debianPackages: ['binutils'], works: onPath },
-    { command: 'make', debianPackages: ['make'], works: onPath }
-  )
-  const missing = tools.filter((tool) => !tool.works(tool.command))
-  if (missing.length === 0) return
-  const commands = [...new Set(missing.map((tool) => tool.command))].join(', ')
-  const packages = [...new Set(missing.flatMap((tool) => tool.debianPackages))].join(' ')
-  throw new Error(`prebuild: cannot build with: ${commands}. On Debian or Ubuntu: apt-get install ${packages}`)
+  for (const { target, missing: why } of missing) console.log(`prebuild: SKIP ${targetLabel(target)}: ${why}`)
+  return toolchains.filter((toolchain) => toolchain.missing === undefined).map((toolchain) => toolchain.target)
 }
 
 /** Node-API headers of the Node running this script (a Node install always carries them). */
@@ -91,7 +72,7 @@ function build (target: PrebuildTarget, tree: string, nodedir: string): void {
 function checkGlibc (target: PrebuildTarget, binary: string): void {
   if (target.libc !== 'glibc') return
   const needed = glibcVersionsNeeded(binary)
-  const label = `${target.platform}-${target.arch} ${target.libc}`
+  const label = targetLabel(target)
   const unmet = unmetOn(glibcCeiling, needed)
   if (unmet.length > 0) {
     throw new Error(`prebuild: ${label} needs GLIBC_${unmet.join(', GLIBC_')}, which glibc ${glibcCeiling} lacks`)
@@ -100,20 +81,20 @@ function checkGlibc (target: PrebuildTarget, binary: string): void {
 }
 
 function main (): void {
-  requireToolchains()
+  const targets = targetsToBuild(inCI() || process.argv.includes('--all'))
   const nodedir = nodeHeaders()
   const tree = buildTree()
   try {
-    for (const target of prebuildTargets) {
+    for (const target of targets) {
       build(target, tree, nodedir)
       checkGlibc(target, path.join(tree, prebuildPath(target)))
     }
     // Replaced whole and at once, so prebuilds/ never mixes old and new binaries.
     const staged = path.join(root, `prebuilds.${process.pid}`)
-    cpSync(path.join(tree, 'prebuilds'), staged, { recursive: true })
+    if (existsSync(path.join(tree, 'prebuilds'))) cpSync(path.join(tree, 'prebuilds'), staged, { recursive: true })
     rmSync(path.join(root, 'prebuilds'), { recursive: true, force: true })
-    renameSync(staged, path.join(root, 'prebuilds'))
-    console.log(`prebuild: ${prebuildTargets.map(prebuildPath).join(', ')}`)
+    if (existsSync(staged)) renameSync(staged, path.join(root, 'prebuilds'))
+    console.log(`prebuild: ${targets.map(prebuildPath).join(', ') || 'none'}`)
   } finally {
     rmSync(tree, { recursive: true, force: true })
   }

@@ -5,7 +5,10 @@
  * the shared memory directory, at any level. And what clients are told: error bodies that carry
  * no stack, no path, no errno, and nothing about an object other than the one they named.
  */
-import { truncateSync } from 'node:fs'
+import { execFile, spawnSync } from 'node:child_process'
+import { existsSync, truncateSync } from 'node:fs'
+import type { AddressInfo } from 'node:net'
+import { promisify } from 'node:util'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import t, { type Test } from 'tap'
 import { buildServer } from '../example/server'
@@ -14,7 +17,7 @@ import { registerBody, SYSTEM } from './helpers/app'
 import {
   binaryBody, binaryInput, bytesOfValues, jsonInput, makeMappedObject, serializeStrings, shmInput, shmOutput
 } from './helpers/kserve'
-import { DEFERRED, LEVEL, LogCapture, type LogLine, REFUSED, REGISTERED, UNREGISTERED } from './helpers/observe'
+import { DEFERRED, LEVEL, LogCapture, type LogLine, NOT_IN_THIS_SHM, REFUSED, REGISTERED, UNREGISTERED } from './helpers/observe'
 import { makeObject, objectPath, PAGE_SIZE, uniqueKey } from './helpers/shm'
 import { makeDirectory, makeFifo, makeSymlink } from './helpers/special-objects'
 
@@ -149,7 +152,9 @@ t.test('refused registrations are logged at debug with the region and the reason
     t.equal(response.statusCode, 400, `${label}: 400`)
     t.equal(errorOf(t, response), reason, `${label}: the client's message`)
     const lines = pluginLines(capture)
-    t.same(lines.map((line) => [line.level, line.msg, line.region, line.reason]), [[LEVEL.debug, REFUSED, name, reason]],
+    // A key that names nothing here also tells the operator the likely cause, at info.
+    const hint = label === 'missing object' ? [[LEVEL.info, NOT_IN_THIS_SHM, name, undefined]] : []
+    t.same(lines.map((line) => [line.level, line.msg, line.region, line.reason]), [...hint, [LEVEL.debug, REFUSED, name, reason]],
       `${label}: one debug line with the region and the same reason`)
     t.notOk(lines.some((line) => 'err' in line || 'stack' in line), `${label}: no error object or stack in the line`)
   }
@@ -262,7 +267,7 @@ t.test('no tensor data and no shared memory path in any log line, at trace level
   for (const marker of TENSOR_MARKERS) {
     t.same(withoutClock.filter((line) => line.includes(marker)), [], `no line holds tensor data (${marker})`)
   }
-  t.same(capture.text.filter((line) => line.includes('/dev/shm')), [], 'no line names the shared memory directory')
+  t.same(capture.text.filter((line) => line.includes('/dev/shm/')), [], 'no line names a path in the shared memory directory')
   t.same(capture.text.filter((line) => SYSTEM_ERROR.test(line)), [], 'no line carries an errno or a system call')
 })
 
@@ -316,7 +321,36 @@ t.test('error bodies carry no stack, no path, no errno, and nothing about anothe
   }
   const everything = capture.text.join('')
   t.notOk(everything.includes(target), 'no log line names the object a link points to')
-  t.notOk(everything.includes('/dev/shm'), 'no log line names the shared memory directory')
+  t.notOk(everything.includes('/dev/shm/'), 'no log line names a path in the shared memory directory')
   t.ok(capture.lines.some((line) => line.level === LEVEL.error && line.msg === 'request failed'),
     'the unexpected failure is logged for the operator, at error')
+})
+
+/** A client that writes its object into its /dev/shm and asks the server at `port` to register it. */
+const OTHER_SHM_CLIENT = `
+  const [port, key] = process.argv.slice(1)
+  require('node:fs').writeFileSync('/dev/shm' + key, Buffer.alloc(64), { mode: 0o600 })
+  fetch('http://127.0.0.1:' + port + '${SYSTEM}/region/r/register', { method: 'POST', body: JSON.stringify({ key, byte_size: 64 }) })
+    .then(async (response) => console.log(JSON.stringify({ statusCode: response.status, body: await response.text() })))`
+
+t.test('a client that does not share the server\'s /dev/shm: Triton\'s message to it, the likely cause in the server\'s log', async (t) => {
+  // As a container without --ipc=host has: a mount namespace of its own, a tmpfs of its own at /dev/shm.
+  const ownShm = ['--mount', 'sh', '-c', 'mount -t tmpfs -o size=1m,mode=1777 tmpfs /dev/shm && exec "$@"', 'sh']
+  const permitted = spawnSync('unshare', [...ownShm, 'true'], { encoding: 'utf8' })
+  if (permitted.status !== 0) {
+    t.pass('a client in another mount namespace', { skip: `unshare --mount and a tmpfs mount are not permitted here: ${(permitted.stderr || permitted.error?.message || '').trim()}` })
+    return
+  }
+  const capture = new LogCapture()
+  const app = await loggedApp(t, capture, 'info')
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const key = uniqueKey('elsewhere')
+  capture.clear()
+  const { stdout } = await promisify(execFile)('unshare', [...ownShm, process.execPath, '-e', OTHER_SHM_CLIENT, String((app.server.address() as AddressInfo).port), key],
+    { env: { ...process.env, _TAPJS_PROCESSINFO_COVERAGE_: '0' } })
+  t.same(JSON.parse(stdout), { statusCode: 400, body: JSON.stringify({ error: `Unable to open shared memory region: '${key}'` }) },
+    'the client gets Triton\'s message, and nothing more')
+  t.notOk(existsSync(objectPath(key)), 'the object was never in this /dev/shm')
+  t.same(pluginLines(capture).map((line) => [line.level, line.msg, line.region, line.key]), [[LEVEL.info, NOT_IN_THIS_SHM, 'r', key]],
+    'the server\'s log says the object does not exist in its /dev/shm, and why that most likely is')
 })

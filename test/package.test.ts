@@ -2,17 +2,22 @@
  * The packed tarball, installed into a fresh project as a user would: proves what is published
  * works, not just the source tree. It carries prebuilt addons (scripts/prebuild.ts): on x86-64
  * glibc it installs and serves where no compiler, python or make exists; the arm64 binary runs
- * under qemu with an arm64 Node; the source build stays the fallback.
+ * under qemu with an arm64 Node; the source build stays the fallback. A prebuild this machine has
+ * no toolchain for is not packed (scripts/prebuild.ts): its checks SKIP here, naming what to
+ * install, and fail in CI; publishing refuses to go without it.
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import { glibcVersionsNeeded } from '../scripts/glibc-versions'
+import { prebuildPath } from '../scripts/prebuild-targets'
+import { prebuildToolchains } from '../scripts/toolchains'
 import { arm64Node } from './helpers/arm64-node'
+import { cannotCheckHere } from './helpers/ci'
 import { uniqueKey, unlinkOnTeardown } from './helpers/shm'
-import { buildTools, findOnPath, npmCli, toolchainFreeEnv } from './helpers/toolchain-free'
+import { buildTools, crossToolchainFreeEnv, findOnPath, npmCli, toolchainFreeEnv } from './helpers/toolchain-free'
 
 // Packing runs prepack (three cross builds) and two installs follow: minutes on a busy machine.
 t.setTimeout(600_000)
@@ -23,6 +28,16 @@ const prebuilds = {
   x64Glibc: 'prebuilds/linux-x64/fastify-triton-shm.glibc.node',
   x64Musl: 'prebuilds/linux-x64/fastify-triton-shm.musl.node',
   arm64Glibc: 'prebuilds/linux-arm64/fastify-triton-shm.glibc.node'
+}
+
+/** Why a prebuild was not packed (no toolchain for it here), by its path; undefined if it was. */
+const unbuildable = new Map(prebuildToolchains().map(({ target, missing }) => [prebuildPath(target), missing]))
+
+/** Runs `check` if the prebuild was packed; else SKIPs it (fails in CI), saying why. */
+function withPrebuild (t: Test, prebuild: string, check: string, run: () => void): void {
+  const missing = unbuildable.get(prebuild)
+  if (missing === undefined) run()
+  else cannotCheckHere(t, check, `${prebuild} was not built: ${missing}`)
 }
 
 const run = (command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env) =>
@@ -62,11 +77,14 @@ t.test('the tarball carries the addon source, the build and a prebuild per platf
   t.ok(contents.includes('package/docs/openapi.yaml'), 'ships the OpenAPI document the README links to')
   t.ok(['index.js', 'index.d.ts', 'index.mjs', 'index.d.mts'].every((file) => contents.includes(`package/dist/lib/${file}`)),
     'ships the build, CommonJS and its ESM entry')
-  for (const prebuild of Object.values(prebuilds)) t.ok(contents.includes(`package/${prebuild}`), `ships ${prebuild}`)
+  for (const prebuild of Object.values(prebuilds)) {
+    withPrebuild(t, prebuild, `ships ${prebuild}`, () => t.ok(contents.includes(`package/${prebuild}`), `ships ${prebuild}`))
+  }
   t.notOk(contents.some((file) => /^package\/(test|bench|example|build|scripts)\//.test(file)), 'ships no tests, benchmarks, scripts or build leftovers')
 })
 
 t.test('without a compiler, python or make: installs from the prebuild and serves the API', async (t) => {
+  if (unbuildable.get(prebuilds.x64Glibc) !== undefined) return withPrebuild(t, prebuilds.x64Glibc, 'an install from the prebuild', () => {})
   const env = toolchainFreeEnv()
   t.teardown(() => rmSync(env.PATH as string, { recursive: true, force: true }))
   t.same(buildTools.filter((tool) => findOnPath(tool, env.PATH)), [], 'no build tool is reachable')
@@ -132,13 +150,9 @@ t.test('without a compiler, python or make: installs from the prebuild and serve
     'sharedRegistry without better-sqlite3')
 
   t.test('the arm64 prebuild, under qemu with an arm64 Node: loads, maps, registers, leases, unregisters', async (t) => {
+    if (unbuildable.get(prebuilds.arm64Glibc) !== undefined) return withPrebuild(t, prebuilds.arm64Glibc, 'the arm64 prebuild', () => {})
     const node = arm64Node()
-    if ('missing' in node) {
-      // CI installs what this needs (.ci/run): there, its absence is a failure.
-      if (process.env.CI) t.fail(`cannot test the arm64 prebuild: ${node.missing}`)
-      else t.pass('the arm64 prebuild', { skip: `cannot test it here: ${node.missing}` })
-      return
-    }
+    if ('missing' in node) return cannotCheckHere(t, 'the arm64 prebuild', node.missing)
     const key = uniqueKey('arm64')
     unlinkOnTeardown(t, key)
     const result = JSON.parse(node.run(['use-registry.cjs', key], project))
@@ -150,11 +164,15 @@ t.test('the glibc prebuilds load on glibc 2.28; the musl one needs no glibc', as
   const project = scratch(t, 'unpacked')
   run('tar', ['-xzf', tarball, '-C', project], project)
   const needs = (prebuild: string) => glibcVersionsNeeded(path.join(project, 'package', prebuild))
-  t.same(needs(prebuilds.x64Glibc), ['2.2.5'], 'x64: nothing newer than glibc 2.2.5')
-  t.same(needs(prebuilds.arm64Glibc), ['2.17'], 'arm64: nothing newer than glibc 2.17')
-  t.same(needs(prebuilds.x64Musl), [], 'x64 musl: no glibc version')
-  const libraries = run('readelf', ['--dynamic', path.join(project, 'package', prebuilds.x64Musl)], project)
-  t.same([...libraries.matchAll(/\(NEEDED\).*\[(.+)\]/g)].map((match) => match[1]), ['libc.so'], 'x64 musl: links musl libc only')
+  withPrebuild(t, prebuilds.x64Glibc, 'x64: nothing newer than glibc 2.2.5',
+    () => t.same(needs(prebuilds.x64Glibc), ['2.2.5'], 'x64: nothing newer than glibc 2.2.5'))
+  withPrebuild(t, prebuilds.arm64Glibc, 'arm64: nothing newer than glibc 2.17',
+    () => t.same(needs(prebuilds.arm64Glibc), ['2.17'], 'arm64: nothing newer than glibc 2.17'))
+  withPrebuild(t, prebuilds.x64Musl, 'x64 musl: links musl libc only, no glibc version', () => {
+    t.same(needs(prebuilds.x64Musl), [], 'x64 musl: no glibc version')
+    const libraries = run('readelf', ['--dynamic', path.join(project, 'package', prebuilds.x64Musl)], project)
+    t.same([...libraries.matchAll(/\(NEEDED\).*\[(.+)\]/g)].map((match) => match[1]), ['libc.so'], 'x64 musl: links musl libc only')
+  })
   t.pass('the musl prebuild loads', { skip: 'not loaded here: no Node built for musl can be had on this glibc machine' })
 })
 
@@ -165,4 +183,14 @@ t.test('npm_config_build_from_source: the addon is built at install and used', a
   unlinkOnTeardown(t, key)
   const served = JSON.parse(run(process.execPath, ['serve.cjs', key], project))
   t.match(served, { register: 200, unregister: 200, addon: 'Release/shm.node' }, 'the source build served the API')
+})
+
+t.test('publishing refuses to go without every prebuild', async (t) => {
+  // As on a machine with its own compiler only: prepublishOnly stops before anything is built.
+  const env = crossToolchainFreeEnv()
+  t.teardown(() => rmSync(env.PATH as string, { recursive: true, force: true }))
+  const publish = spawnSync(process.execPath, [npmCli(), 'publish', '--dry-run', '--loglevel=error'], { cwd: root, env, encoding: 'utf8' })
+  t.not(publish.status, 0, 'npm publish fails')
+  t.match(publish.stdout + publish.stderr, /prebuild: every prebuild is required.*linux-x64 musl: no musl-gcc \(on Debian or Ubuntu: apt-get install musl-tools\).*linux-arm64 glibc: no aarch64-linux-gnu-gcc/,
+    'naming each prebuild it cannot build, and what to install')
 })

@@ -272,8 +272,15 @@ t.test('register refuses objects it cannot open, non-regular objects and out-of-
   t.same(registry.status(), [])
   t.same(mappingsOf(key), [])
   t.equal(openFdCount(), fdsBefore, 'every descriptor was closed')
-  t.equal(records.length, 9)
+  t.equal(records.length, 10, 'a debug line for each refusal, and the hint for the missing object')
   t.same(records[0], {
+    level: 'info',
+    object: { region: 'r', key: missing },
+    message: "system shared memory object does not exist in this server's /dev/shm: most likely the client and the server do not share " +
+      '/dev/shm (separate containers without --ipc=host or --ipc=container:<name>, Kubernetes containers without one memory-backed ' +
+      'emptyDir mounted at /dev/shm, or another pod or host)'
+  })
+  t.same(records[1], {
     level: 'debug',
     object: { region: 'r', key: missing, reason: unableToOpen(missing) },
     message: 'refused to register system shared memory region'
@@ -616,8 +623,9 @@ t.test('without a logger the registry stays silent and works', async (t) => {
 
 t.test('Region: one mapping, its leases and its close', async (t) => {
   const key = patternedObject(t, PAGE_SIZE, 'region')
-  const record = { id: 1, name: 'r', key, offset: 7, byteSize: 20, unregisterPending: false }
-  const region = new Region(record, new MappedRange(key, 7, 20))
+  const mapping = new MappedRange(key, 7, 20)
+  const record = { id: 1, name: 'r', key, offset: 7, byteSize: 20, object: mapping.object, unregisterPending: false }
+  const region = new Region(record, mapping)
   t.teardown(() => region.close())
   t.equal(region.record, record)
   t.same(regionStatus(record), { name: 'r', key, offset: 7, byte_size: 20 })

@@ -12,6 +12,7 @@ import t, { type Test } from 'tap'
 import { Registry } from '../lib/registry'
 import { registerBody, SYSTEM } from './helpers/app'
 import { type RegistryPeer, startPeer, storePath } from './helpers/registry-peer'
+import { createObject, unlinkObject } from '../lib/posix-shm'
 import { makeObject, mappingsOf, PAGE_SIZE, writeObjectFile } from './helpers/shm'
 import { bounded, whenEvent } from './helpers/sync'
 
@@ -150,4 +151,27 @@ t.test('node:cluster: workers on one port share one registry, and a worker kille
   await whenEvent(observer, 'unregister', () => !observer.has('r'), 'the region going after the holding worker died')
   const after = await Promise.all(Array.from({ length: 6 }, () => fresh(port, 'GET', `${SYSTEM}/status`)))
   t.ok(after.every((listing) => listing.statusCode === 200 && listing.body === '[]'), 'no worker lists it any more')
+})
+
+t.test('node:cluster: an object recreated under a registered key is served by no worker', async (t) => {
+  const store = storePath(t)
+  const port = await startCluster(t, store, 2)
+  const key = makeObject(t, PAGE_SIZE, 'recreated')
+  writeObjectFile(key, 0, [1, 2, 3, 4])
+  const registered = await fresh(port, 'POST', `${SYSTEM}/region/r/register`, registerBody(key, 64))
+  t.equal(registered.statusCode, 200)
+  // Another object under the same name: what a client recreating it, or another user, would leave.
+  unlinkObject(key)
+  createObject(key, PAGE_SIZE)
+  writeObjectFile(key, 0, [5, 5, 5, 5])
+
+  const answers = await Promise.all(Array.from({ length: 16 }, () => fresh(port, 'GET', '/sum/r')))
+  t.equal(new Set(answers.map((answer) => answer.worker)).size, 2, 'both workers answered')
+  const served = answers.filter((answer) => answer.statusCode === 200)
+  const refused = answers.filter((answer) => answer.statusCode === 400)
+  t.ok(served.every((answer) => answer.worker === registered.worker && JSON.parse(answer.body).sum === 10),
+    'the registering worker serves the registered object, from its mapping')
+  t.ok(refused.length > 0 && refused.every((answer) => answer.worker !== registered.worker &&
+    JSON.parse(answer.body).code === 'ERR_SHM_REGION_UNAVAILABLE'), 'the other worker refuses the new object')
+  t.equal(served.length + refused.length, answers.length, 'every answer is one of the two')
 })

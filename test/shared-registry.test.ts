@@ -23,7 +23,7 @@ import { assertError } from './helpers/http'
 import { LogCapture } from './helpers/observe'
 import { storePath } from './helpers/registry-peer'
 import { makeObject, mappingsOf, PAGE_SIZE, writeObjectFile } from './helpers/shm'
-import { unlinkObject } from '../lib/posix-shm'
+import { createObject, MappedRange, unlinkObject } from '../lib/posix-shm'
 import { bounded, whenEvent } from './helpers/sync'
 
 /** A registry on the store at `store`, closed when the test ends. */
@@ -147,6 +147,38 @@ t.test('a region removed while a user was about to take its first lease is not l
   t.same(mappingsOf(key), [], 'the mapping made for the lease went with it')
 })
 
+t.test('another object under the registered key is refused by a user that never mapped the registered one', async (t) => {
+  const { a, b, key } = twoUsers(t, 'recreated')
+  a.register('r', { key, byteSize: 8 })
+  writeObjectFile(key, 0, [1])
+  unlinkObject(key)
+  createObject(key, PAGE_SIZE)
+  writeObjectFile(key, 0, [2])
+  const lease = a.acquire('r', 0, 1)
+  t.same([...lease.buffer], [1], 'the registering user serves the registered object')
+  lease.release()
+  t.throws(() => b.acquire('r', 0, 1), { code: 'ERR_SHM_REGION_UNAVAILABLE' }, 'the other refuses the new one')
+  // The registering user's mapping is of the removed object, `(deleted)`.
+  t.same(mappingsOf(key).filter((line) => !line.endsWith('(deleted)')), [], 'and no mapping of the new one is kept')
+  t.throws(() => b.acquire('r', 0, 1), { code: 'ERR_SHM_REGION_UNAVAILABLE' }, 'every time')
+})
+
+t.test('a store made before records named their object: upgraded, and a record without one is served by no later mapping', async (t) => {
+  const store = storePath(t)
+  const old = new Database(store)
+  old.exec(`CREATE TABLE regions (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, key TEXT NOT NULL,
+    offset INTEGER NOT NULL, byte_size INTEGER NOT NULL, unregister_pending INTEGER NOT NULL DEFAULT 0, slot INTEGER NOT NULL UNIQUE)`)
+  old.close()
+  const [a, b] = [user(t, store), user(t, store)]
+  const key = makeObject(t, PAGE_SIZE, 'upgraded')
+  a.register('r', { key, byteSize: 8 })
+  t.doesNotThrow(() => b.acquire('r', 0, 1).release(), 'the other user maps and serves the registered object')
+  // As an earlier version, still running beside these, writes a registration.
+  connect(t, store).prepare("INSERT INTO regions (name, key, offset, byte_size, slot) VALUES ('earlier', ?, 0, 8, 100)").run(key)
+  a.register('s', { key, byteSize: 8 })
+  t.throws(() => b.acquire('earlier', 0, 1), { code: 'ERR_SHM_REGION_UNAVAILABLE' })
+})
+
 t.test('an object the client removed after registering cannot be opened by a user that never mapped it', async (t) => {
   const { a, b, key } = twoUsers(t, 'removed')
   a.register('r', { key, byteSize: 8 })
@@ -154,7 +186,7 @@ t.test('an object the client removed after registering cannot be opened by a use
   t.doesNotThrow(() => a.acquire('r', 0, 1).release(), 'the registering user still has it mapped')
   t.throws(() => b.acquire('r', 0, 1), {
     code: 'ERR_SHM_REGION_UNAVAILABLE',
-    message: "shared memory region 'r' cannot be opened by this server process: its object was removed or shrunk after it was registered. Unregister it, and register it again"
+    message: "shared memory region 'r' cannot be opened by this server process: its object was removed, replaced or shrunk after it was registered. Unregister it, and register it again"
   })
   b.unregister('r')
   t.notOk(a.has('r'))
@@ -219,7 +251,10 @@ t.test('a change committed without its announcement (its writer died) is noticed
   const key = makeObject(t, PAGE_SIZE, 'unannounced')
   const raw = connect(t, store)
   t.same(a.status(), [])
-  raw.prepare("INSERT INTO regions (name, key, offset, byte_size, slot) VALUES ('r', ?, 0, 8, 0)").run(key)
+  // As a registering process writes it: with the object its mapping found.
+  const mapping = new MappedRange(key, 0, 8)
+  mapping.unmap()
+  raw.prepare("INSERT INTO regions (name, key, offset, byte_size, object, slot) VALUES ('r', ?, 0, 8, ?, 0)").run(key, mapping.object)
   await whenEvent(a, 'register', () => a.has('r'), 'the registration being noticed')
   t.same(a.acquire('r', 0, 8).buffer.length, 8)
 })

@@ -72,13 +72,15 @@ const LOAD = "try { require('shm-typed-array') } catch (error) { process.stdout.
 /**
  * Why this Node cannot load shm-typed-array, if it cannot. It is a NAN addon, built for one Node
  * ABI by `npm rebuild shm-typed-array`, and its last release (0.1.1) does not compile against
- * Node 26's V8. Tried in a child: loading it registers an exit handler in the process.
+ * Node 26's V8: an optional dependency of the test/interop workspace, so `npm ci` goes on without
+ * it there. Tried in a child: loading it registers an exit handler in the process.
  */
 function shmTypedArrayUnloadable (): string | false {
   const load = spawnSync(process.execPath, ['-e', LOAD], { cwd: path.join(__dirname, '..'), encoding: 'utf8' })
   if (load.status === 0) return false
   return `shm-typed-array cannot be loaded on Node ${process.version} (${load.stdout || `exit code ${load.status}`}); ` +
-    '`npm rebuild shm-typed-array` builds it for this Node, except on Node 26 and newer'
+    'it is an optional development dependency that `npm ci` leaves out where it does not compile (Node 26 and newer); ' +
+    'elsewhere `npm rebuild shm-typed-array` builds it for this Node'
 }
 const skip = shmTypedArrayUnloadable()
 

@@ -15,6 +15,7 @@ typedef struct mapping {
   uint64_t byte_size;             /* bytes of the region from start */
   int fd;                         /* kept open to fstat the object at each use: its owner may shrink it */
   uint64_t end;                   /* offset + byte size: the object must be at least this long */
+  uint64_t device, inode;         /* the object mapped, from fstat at map time */
   int mapped;                     /* cleared on unmap, so nothing unmaps an address reused since */
   int references;                 /* the handle and every window not yet collected; the last one frees */
   struct window *windows;         /* every window not yet collected, to detach them all before munmap */

@@ -1,11 +1,12 @@
 /*
  * POSIX shared memory for Node, over Node-API only (ABI-stable across Node versions).
  *
- *   map(key, offset, byteSize)    -> a handle to a mapping of [offset, offset + byteSize) of the object,
- *                                    with `object` naming the object ("<device>:<inode>")
+ *   map(key, offset, byteSize)    -> a handle (an external value) to a mapping of
+ *                                    [offset, offset + byteSize) of the object
  *   window(mapping, offset, size) -> an ArrayBuffer over [offset, offset + size) of that range. A
  *                                    region may be larger than one ArrayBuffer can be, so it is
  *                                    mapped once and seen through as many windows as its users need
+ *   identity(mapping)             -> the mapped object as "<device>:<inode>"
  *   unmap(mapping or window)      -> true if it unmapped; detaches every window first, so every view
  *                                    reads as empty
  *   intact(mapping or window)     -> false if the object shrank below the mapped range since (its
@@ -130,7 +131,7 @@ static void finalize_handle(napi_env env, void *data, void *hint) {
  * unmap can detach every one still alive before the pages go. */
 typedef struct window {
   mapping *map;
-  napi_ref buffer; /* weak; NULL until the buffer exists */
+  napi_ref buffer; /* weak: the wrap's own reference */
   struct window *next, *prev;
 } window;
 
@@ -146,14 +147,19 @@ static void unlink_window(window *w) {
   if (w->next != NULL) w->next->prev = w->prev;
 }
 
-/* The buffer's finalizer owns each window struct, and with it one reference to the mapping. */
-static void finalize_window(napi_env env, void *data, void *hint) {
-  (void)data;
-  window *w = hint;
+/* A window struct holds one reference to its mapping. */
+static void discard_window(window *w) {
   unlink_window(w);
-  if (w->buffer != NULL) napi_delete_reference(env, w->buffer);
   drop_reference(w->map);
   free(w);
+}
+
+/* The wrap's finalizer owns each window struct once its buffer exists. */
+static void finalize_window(napi_env env, void *data, void *hint) {
+  (void)hint;
+  window *w = data;
+  napi_delete_reference(env, w->buffer);
+  discard_window(w);
 }
 
 static napi_value fail_closing(napi_env env, int fd, const char *code, const char *syscall, int error_number) {
@@ -162,27 +168,11 @@ static napi_value fail_closing(napi_env env, int fd, const char *code, const cha
   return throw_errno(env, syscall, error_number);
 }
 
-/* The handle JavaScript holds for a mapping, named by the object it maps ("<device>:<inode>"), so
- * that two ranges of one object can be told apart from ranges of two objects. */
-static napi_value new_handle(napi_env env, mapping *map, const struct stat *info) {
-  napi_value handle, object;
-  char identity[48];
-  if (napi_create_object(env, &handle) != napi_ok || napi_wrap(env, handle, map, finalize_handle, NULL, NULL) != napi_ok) {
-    release_mapping(map);
-    free(map);
-    return throw_errno(env, "napi_wrap", ENOMEM);
-  }
-  /* From here the handle's finalizer owns `map`. */
-  snprintf(identity, sizeof(identity), "%llu:%llu", (unsigned long long)info->st_dev, (unsigned long long)info->st_ino);
-  napi_create_string_utf8(env, identity, NAPI_AUTO_LENGTH, &object);
-  napi_set_named_property(env, handle, "object", object);
-  return handle;
-}
-
 /* Maps [offset, offset + byte_size) of an open object, taking ownership of `fd` (closed on
  * failure, kept with the mapping on success). mmap needs a page-aligned file offset, so the
- * mapping starts at the page at or below `offset`. Returns the mapping's handle; its bytes are
- * reached through windows. */
+ * mapping starts at the page at or below `offset`. Returns the mapping's handle: an external
+ * value, the cheapest thing Node-API can tie a finalizer to. Its bytes are reached through
+ * windows, made when they are needed. */
 static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_t byte_size) {
   struct stat info;
   if (fstat(fd, &info) != 0) return fail_closing(env, fd, NULL, "fstat", errno);
@@ -204,6 +194,8 @@ static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_
   map->start = (char *)map->base + page_offset;
   map->byte_size = byte_size;
   map->end = offset + byte_size;
+  map->device = (uint64_t)info.st_dev;
+  map->inode = (uint64_t)info.st_ino;
   int guard_error = fault_guard_add(map);
   if (guard_error != 0) {
     munmap(map->base, map->length);
@@ -212,7 +204,13 @@ static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_
   }
   map->mapped = 1;
   map->references = 1;
-  return new_handle(env, map, &info);
+  napi_value handle;
+  if (napi_create_external(env, map, finalize_handle, NULL, &handle) != napi_ok) {
+    release_mapping(map);
+    free(map);
+    return throw_errno(env, "napi_create_external", ENOMEM);
+  }
+  return handle;
 }
 
 static napi_value map_object(napi_env env, napi_callback_info info) {
@@ -229,24 +227,29 @@ static napi_value map_object(napi_env env, napi_callback_info info) {
 }
 
 /* The mapping behind a handle or a window, or NULL for a window that was detached already (its
- * mapping may be freed: it is never touched). */
+ * mapping may be freed: it is never touched). Any external value is taken for a handle: only
+ * lib/posix-shm.ts calls this addon, and it passes no external but its own handles. */
 static int mapping_of(napi_env env, napi_value value, mapping **map) {
+  napi_valuetype type = napi_undefined;
   bool is_buffer = false, detached = false;
   void *wrapped = NULL;
   *map = NULL;
+  napi_typeof(env, value, &type);
+  if (type == napi_external) return napi_get_value_external(env, value, (void **)map) == napi_ok;
   napi_is_arraybuffer(env, value, &is_buffer);
   if (is_buffer) napi_is_detached_arraybuffer(env, value, &detached);
   if (detached) return 1;
-  if (napi_unwrap(env, value, &wrapped) != napi_ok || wrapped == NULL) {
+  if (!is_buffer || napi_unwrap(env, value, &wrapped) != napi_ok || wrapped == NULL) {
     throw_invalid(env, "expected a mapping or a window returned by this addon");
     return 0;
   }
-  *map = is_buffer ? ((window *)wrapped)->map : wrapped;
+  *map = ((window *)wrapped)->map;
   return 1;
 }
 
 /* A new ArrayBuffer over [offset, offset + byte_size) of the region. The caller keeps byte_size
- * within the largest ArrayBuffer the running Node allows. */
+ * within the largest ArrayBuffer the running Node allows. One finalizer, the wrap's, ends the
+ * window; the wrap's reference is the weak one unmap detaches it through. */
 static napi_value new_window(napi_env env, mapping *map, uint64_t offset, uint64_t byte_size) {
   window *w = calloc(1, sizeof(window));
   if (w == NULL) return throw_errno(env, "malloc", ENOMEM);
@@ -254,15 +257,15 @@ static napi_value new_window(napi_env env, mapping *map, uint64_t offset, uint64
   map->references++;
   link_window(w);
   napi_value buffer;
-  /* From this call on the finalizer owns `w`: Node-API runs it when the buffer is collected, and
-   * also when it cannot make the buffer at all (node::Buffer::New does so before failing). */
-  if (napi_create_external_arraybuffer(env, map->start + offset, (size_t)byte_size, finalize_window, w, &buffer) != napi_ok) {
+  if (napi_create_external_arraybuffer(env, map->start + offset, (size_t)byte_size, NULL, NULL, &buffer) != napi_ok) {
+    discard_window(w);
     return throw_errno(env, "napi_create_external_arraybuffer", ENOMEM);
   }
-  if (napi_create_reference(env, buffer, 0, &w->buffer) != napi_ok || napi_wrap(env, buffer, w, NULL, NULL, NULL) != napi_ok) {
+  if (napi_wrap(env, buffer, w, finalize_window, NULL, &w->buffer) != napi_ok) {
     /* A window unmap could not find must never point at the pages. */
     napi_detach_arraybuffer(env, buffer);
-    return throw_errno(env, "napi_create_reference", ENOMEM);
+    discard_window(w);
+    return throw_errno(env, "napi_wrap", ENOMEM);
   }
   return buffer;
 }
@@ -280,6 +283,17 @@ static napi_value window_object(napi_env env, napi_callback_info info) {
     return throw_error(env, "ERR_SHM_OUT_OF_BOUNDS", NULL, 0, "ERR_SHM_OUT_OF_BOUNDS");
   }
   return new_window(env, map, offset, byte_size);
+}
+
+static napi_value identity_object(napi_env env, napi_callback_info info) {
+  napi_value args[1], identity;
+  mapping *map;
+  char text[48];
+  if (!get_args(env, info, 1, args) || !mapping_of(env, args[0], &map)) return NULL;
+  if (map == NULL || !map->mapped) return throw_error(env, "ERR_SHM_UNMAPPED", NULL, 0, "ERR_SHM_UNMAPPED");
+  snprintf(text, sizeof(text), "%llu:%llu", (unsigned long long)map->device, (unsigned long long)map->inode);
+  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &identity);
+  return identity;
 }
 
 static napi_value boolean(napi_env env, bool value) {
@@ -352,6 +366,7 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor functions[] = {
       {"map", NULL, map_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"window", NULL, window_object, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"identity", NULL, identity_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"unmap", NULL, unmap_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"intact", NULL, intact_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"create", NULL, create_object, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -15,8 +15,8 @@ export class MemoryStore implements RegionStore {
     return change()
   }
 
-  add (region: NewRegion): RegionRecord {
-    const record = { ...region, id: ++this.#lastId, unregisterPending: false }
+  add ({ name, key, offset, byteSize, object }: NewRegion): RegionRecord {
+    const record = { id: ++this.#lastId, name, key, offset, byteSize, object, unregisterPending: false }
     this.#set(record)
     return record
   }

@@ -12,6 +12,9 @@ export interface RegionRecord {
   readonly key: string
   readonly offset: number
   readonly byteSize: number
+  /** The object the key named at registration, as `<device>:<inode>` (`MappedRange.object`): a
+   * process that maps the key later must find this object, not another made under that name since. */
+  readonly object: string
   /** Unregistered while leases were live somewhere: removed when the last one ends. */
   readonly unregisterPending: boolean
 }

@@ -25,6 +25,8 @@ const SCHEMA = `
     key TEXT NOT NULL,
     offset INTEGER NOT NULL,
     byte_size INTEGER NOT NULL,
+    -- '' for a record written by an earlier version: it matches no object (see createSchema).
+    object TEXT NOT NULL DEFAULT '',
     unregister_pending INTEGER NOT NULL DEFAULT 0,
     slot INTEGER NOT NULL UNIQUE
   );
@@ -38,7 +40,7 @@ const SCHEMA = `
   CREATE TABLE IF NOT EXISTS lease_table (key TEXT NOT NULL);
 `
 
-interface RegionRow { id: number, name: string, key: string, offset: number, byte_size: number, unregister_pending: number, slot: number }
+interface RegionRow { id: number, name: string, key: string, offset: number, byte_size: number, object: string, unregister_pending: number, slot: number }
 interface UserRow { id: number, pid: number, start_time: number, slot: number }
 
 const toRecord = (row: RegionRow): RegionRecord => ({
@@ -47,6 +49,7 @@ const toRecord = (row: RegionRow): RegionRecord => ({
   key: row.key,
   offset: row.offset,
   byteSize: row.byte_size,
+  object: row.object,
   unregisterPending: row.unregister_pending === 1
 })
 
@@ -54,6 +57,15 @@ const toRecord = (row: RegionRow): RegionRecord => ({
  * mode); an existing file is opened as it is. Never follows a symbolic link. */
 function createPrivately (path: string): void {
   closeSync(openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600))
+}
+
+/** Creates the tables, or brings an existing store's up to date. A store made before regions
+ * recorded their object gains the column: a record without one (written by an earlier version
+ * still running) matches no object, so only the processes that mapped it at registration serve it. */
+function createSchema (db: Database): void {
+  db.exec(SCHEMA)
+  const columns = db.prepare("SELECT name FROM pragma_table_info('regions')").pluck().all()
+  if (!columns.includes('object')) db.exec("ALTER TABLE regions ADD COLUMN object TEXT NOT NULL DEFAULT ''")
 }
 
 /** The lowest slot not in `used`. */
@@ -96,7 +108,7 @@ export class SqliteStore implements RegionStore {
       db.pragma('journal_mode = WAL')
       // Commits need no fsync: the registry lives no longer than the processes that share it.
       db.pragma('synchronous = NORMAL')
-      db.exec(SCHEMA)
+      db.transaction(() => createSchema(db as Database)).immediate()
       this.#db = db
       this.#statements = prepare(db)
       this.#db.transaction(() => this.#join()).immediate()
@@ -183,17 +195,17 @@ export class SqliteStore implements RegionStore {
     }
   }
 
-  add ({ name, key, offset, byteSize }: NewRegion): RegionRecord {
+  add ({ name, key, offset, byteSize, object }: NewRegion): RegionRecord {
     // The registry keeps the count within maxRegions: a slot is free.
     const slot = freeSlot(this.#regionSlots.values(), REGION_SLOTS) as number
     // A process that died holding a region that had this slot may have left a count behind.
     const live = new Set([this.#slot, ...this.#liveUsers().map((user) => user.slot)])
     const gone = Array.from({ length: PROCESS_SLOTS }, (_, processSlot) => processSlot).filter((processSlot) => !live.has(processSlot))
     this.#leases.clear(gone, [slot])
-    const id = Number(this.#statements.addRegion.run(name, key, offset, byteSize, slot).lastInsertRowid)
+    const id = Number(this.#statements.addRegion.run(name, key, offset, byteSize, object, slot).lastInsertRowid)
     this.#wrote = true
     this.#regionSlots.set(id, slot)
-    return { id, name, key, offset, byteSize, unregisterPending: false }
+    return { id, name, key, offset, byteSize, object, unregisterPending: false }
   }
 
   markUnregisterPending (id: number): void {
@@ -263,9 +275,9 @@ function prepare (db: Database) {
   const statement = (sql: string): Statement => db.prepare(sql)
   return {
     dataVersion: statement('PRAGMA data_version').pluck(),
-    regions: statement('SELECT id, name, key, offset, byte_size, unregister_pending, slot FROM regions'),
+    regions: statement('SELECT id, name, key, offset, byte_size, object, unregister_pending, slot FROM regions'),
     regionSlots: statement('SELECT slot FROM regions').pluck(),
-    addRegion: statement('INSERT INTO regions (name, key, offset, byte_size, slot) VALUES (?, ?, ?, ?, ?)'),
+    addRegion: statement('INSERT INTO regions (name, key, offset, byte_size, object, slot) VALUES (?, ?, ?, ?, ?, ?)'),
     markPending: statement('UPDATE regions SET unregister_pending = 1 WHERE id = ?'),
     removeRegion: statement('DELETE FROM regions WHERE id = ?'),
     addUser: statement('INSERT INTO users (pid, start_time, slot) VALUES (?, ?, ?)'),

@@ -16,6 +16,9 @@ export const REGISTERED = 'registered system shared memory region'
 export const UNREGISTERED = 'unregistered system shared memory region'
 export const DEFERRED = 'system shared memory region will be unregistered when its last lease ends'
 export const REFUSED = 'refused to register system shared memory region'
+export const NOT_IN_THIS_SHM = "system shared memory object does not exist in this server's /dev/shm: most likely the client " +
+  'and the server do not share /dev/shm (separate containers without --ipc=host or --ipc=container:<name>, ' +
+  'Kubernetes containers without one memory-backed emptyDir mounted at /dev/shm, or another pod or host)'
 
 /** pino's numeric levels. */
 export const LEVEL = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 } as const
