@@ -17,6 +17,7 @@ import { MemcpyBaseline } from './memcpy'
 import { type OnnxPlan, onnxSuite } from './onnx'
 import { type Chart, renderSvg } from './plot'
 import { registerSuite } from './register'
+import { modelTableSuite, type ModelTablePlan } from './model-table'
 import { registerHttpSuite } from './register-http'
 import { routeSuite } from './route'
 import { ServerProcess } from './server-process'
@@ -37,6 +38,7 @@ interface Plan {
   register: { sizes: number[], batchSeconds: number, batches: number }
   views: { sizes: number[], iterations: number, batches: number }
   route: { rounds: number, secondsPerRun: number, connections: number, pipelining: number }
+  modelTable: ModelTablePlan
   registerHttp: { seconds: number, connections: number }
   infer: { sizes: number[], headlineBytes: number, connections: number, targetSeconds: number, rounds: number, maxRequests: number }
   sharedLease: LeasePlan
@@ -49,6 +51,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     register: { sizes: [4 * KiB, 64 * KiB, 64 * MiB, GiB], batchSeconds: 0.05, batches: 5 },
     views: { sizes: [4 * KiB, MiB, GiB], iterations: 50_000, batches: 5 },
     route: { rounds: 3, secondsPerRun: 1.5, connections: 10, pipelining: 8 },
+    modelTable: { rounds: 6, secondsPerRun: 1.5, connections: 4, pipelining: 4 },
     registerHttp: { seconds: 2, connections: 4 },
     infer: { sizes: [64 * KiB, MiB, 4 * MiB], headlineBytes: 4 * MiB, connections: 2, targetSeconds: 1.5, rounds: 2, maxRequests: 20_000 },
     onnx: { identityBytes: 4 * MiB, largeBytes: 16 * MiB, smallBytes: MiB, secondsPerRun: 1, rounds: 2, connections: 2, bandwidthSizes: [16 * MiB, 64 * MiB], statusSeconds: 2 },
@@ -60,6 +63,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     register: { sizes: [4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB, GiB], batchSeconds: 0.2, batches: 9 },
     views: { sizes: [4 * KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB, GiB], iterations: 200_000, batches: 9 },
     route: { rounds: 6, secondsPerRun: 4, connections: 10, pipelining: 8 },
+    modelTable: { rounds: 8, secondsPerRun: 4, connections: 4, pipelining: 4 },
     registerHttp: { seconds: 8, connections: 4 },
     infer: { sizes: [64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB], headlineBytes: 16 * MiB, connections: 2, targetSeconds: 6, rounds: 3, maxRequests: 100_000 },
     onnx: { identityBytes: 16 * MiB, largeBytes: 64 * MiB, smallBytes: MiB, secondsPerRun: 3, rounds: 3, connections: 2, bandwidthSizes: [16 * MiB, 64 * MiB], statusSeconds: 5 },
@@ -70,6 +74,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
 
 const GOALS = {
   routeRatio: { at: 'least', value: 0.9 },
+  modelTableCpuRatio: { at: 'most', value: 1.05 },
   registerCycleVsSyscalls: { at: 'most', value: 2 },
   viewLargeVsSmall: { at: 'most', value: 1.5 },
   inferSpeedupVsJson: { at: 'least', value: 50 },
@@ -167,13 +172,15 @@ async function main () {
   const memcpy = new MemcpyBaseline()
   progress(`compiling bench/server.ts to plain JS and starting it as a child process${profileDir === undefined ? '' : ` (CPU profile to ${profileDir})`}`)
   const server = await ServerProcess.start({ cpuProfileDir: profileDir })
-  let route, registerHttp, infer, onnx
+  let route, modelTable, registerHttp, infer, onnx
   const rssAfter: Record<string, number> = {}
   try {
     rssAfter.start = (await server.stats()).peakRssBytes
     progress(`route: status (16 regions) vs bare route, ${plan.route.rounds} rounds of ${plan.route.secondsPerRun} s each`)
     route = await routeSuite(server, plan.route)
     rssAfter.route = (await server.stats()).peakRssBytes
+    progress(`model table: add_sub_fp32 infer route vs a hand-written one, ${plan.modelTable.rounds} rounds of ${plan.modelTable.secondsPerRun} s each`)
+    modelTable = await modelTableSuite(server, plan.modelTable)
     progress(`register + unregister over HTTP, ${plan.registerHttp.seconds} s`)
     registerHttp = await registerHttpSuite(server, plan.registerHttp)
     rssAfter.registerHttp = (await server.stats()).peakRssBytes
@@ -196,6 +203,14 @@ async function main () {
     [`routeRatio (status req/s / bare req/s, median of ${route.rounds} alternating rounds of ${route.secondsPerRun} s, ${route.connections} connections x ${route.pipelining} pipelined): ${ratio(route.ratio)}`,
       'Latencies include waiting behind the requests pipelined before them. Server CPU busy near 100% means the server, not the load generator, set the rate.',
       `server CPU per request, bare / status: ${ratio(route.cpuRatio)} (does not depend on whether the load generator kept the server busy)`]))
+
+  print(table(`Model table: POST /v2/models/add_sub_fp32/infer vs a hand-written infer route (${bytes(modelTable.tensorBytes)} tensors in shared memory)`,
+    ['route', 'req/s', 'server CPU/req'],
+    [['model table (kserveModels)', num(modelTable.tableRequestsPerSecond), `${num(modelTable.tableCpuMicrosPerRequest)} µs`],
+      ['hand-written (readInferRequest, run, respond)', num(modelTable.handRequestsPerSecond), `${num(modelTable.handCpuMicrosPerRequest)} µs`]],
+    [`modelTableCpuRatio (server CPU per request, table / hand-written, ${modelTable.rounds} alternating rounds of ${modelTable.secondsPerRun} s, ` +
+      `${modelTable.connections} connections x ${modelTable.pipelining} pipelined), median of the rounds: ${ratio(modelTable.cpuRatio)} (all rounds together: ${ratio(modelTable.totalCpuRatio)})`,
+    'The table also resolves the model and version and times every request into its statistics.']))
 
   print(table(`Register + unregister over HTTP (${bytes(registerHttp.regionBytes)} region, ${registerHttp.connections} connections, ${num(registerHttp.seconds)} s)`,
     ['request', 'p50', 'p99', 'samples'],
@@ -253,6 +268,7 @@ async function main () {
   const worstRegister = register.reduce((worst, point) => point.ratio > worst.ratio ? point : worst)
   const headline: Record<Headline, number> = {
     routeRatio: route.ratio,
+    modelTableCpuRatio: modelTable.cpuRatio,
     registerCycleVsSyscalls: worstRegister.ratio,
     viewLargeVsSmall: largeView.ns / smallView.ns,
     inferSpeedupVsJson: headlineRatios.vsJson,
@@ -270,6 +286,7 @@ async function main () {
   }
   const how: Record<Headline, string> = {
     routeRatio: `status / bare req/s, ${route.regions} regions`,
+    modelTableCpuRatio: `server CPU per request, add_sub_fp32 infer route over shm at ${bytes(modelTable.tensorBytes)}, table / hand-written`,
     registerCycleVsSyscalls: `worst region size: ${bytes(worstRegister.regionBytes)} (${register.map((point) => `${bytes(point.regionBytes)} ${num(point.ratio)}`).join(', ')})`,
     viewLargeVsSmall: `${bytes(largeView.regionBytes)} vs ${bytes(smallView.regionBytes)}`,
     inferSpeedupVsJson: `req/s, ${bytes(headlineBytes)} tensors`,
@@ -328,7 +345,7 @@ async function main () {
   const suffix = plan.mode === 'quick' ? '-quick' : ''
   const resultsFile = path.join(RESULTS_DIR, `results${suffix}.json`)
   const plotFile = path.join(RESULTS_DIR, `scaling${suffix}.svg`)
-  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, views, route, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
+  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
   writeFileSync(plotFile, renderSvg(`fastify-triton-shm bench (${plan.mode})`,
     `${host.cpus} x ${host.cpuModel}, node ${host.node}; add_sub_fp32, ${plan.infer.connections} connections; ${new Date().toISOString().slice(0, 16)}Z`,
     charts(infer.points, sizes, memcpyResult.movedBytesPerSecond, register, views)))

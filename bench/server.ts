@@ -1,13 +1,18 @@
 /**
  * The bench's server child: the example service (plugin, /v2 routes, infer route), plus
  *   GET /bench/bare  a bare Fastify route answering fixed JSON bytes (the route suite's baseline),
- *   GET /bench/rss   this process's memory and CPU time (peak RSS is reported from it).
+ *   GET /bench/rss   this process's memory and CPU time (peak RSS is reported from it),
+ *   POST /bench/hand/models/<m>/infer  a hand-written infer route (the model table suite's baseline).
  * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path.
  * Started by bench/server-process.ts (compiled by bench/server-build.ts, run on plain node) with an
  * IPC channel: it reports its port, takes the bare route's bytes, and exits when told to or when
  * its parent goes away.
  */
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { loadModels, run } from '../example/models'
 import { buildServer } from '../example/server'
+import { kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
+import { HAND_INFER_ROUTE } from './model-table'
 
 export interface ServerStats {
   /** Resident set size now, bytes. */
@@ -33,7 +38,9 @@ function stats (): ServerStats {
 async function main () {
   // JSON `data` is one of the transports measured: its parts may be as large as V8's strings allow.
   const storePath = process.env.BENCH_SHARED_REGISTRY_PATH
+  const models = await loadModels()
   const app = await buildServer({
+    models,
     fastify: { logger: false },
     jsonLimit: 512 * 1024 ** 2,
     sharedRegistry: storePath === undefined ? undefined : { path: storePath }
@@ -43,6 +50,18 @@ async function main () {
   // so Fastify adds no charset to the Content-Type, as the status route's hook adds none).
   app.get('/bench/bare', (_request, reply) => { reply.header('content-type', 'application/json').send(barePayload) })
   app.get('/bench/rss', async () => stats())
+  // The model table's infer route without the table: the same path parameter, reading, run and response.
+  await app.register(async (hand) => {
+    useInferBodyParser(hand, { bodyLimit: 1024 ** 3 })
+    hand.setErrorHandler(kserveErrorHandler)
+    hand.post(HAND_INFER_ROUTE, async (request: FastifyRequest<{ Params: { model: string } }>, reply: FastifyReply) => {
+      const model = models.get(request.params.model)
+      if (model === undefined) return reply.code(404).send({ error: 'unknown model' })
+      const infer = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature })
+      await run(model, infer, 0)
+      return infer.respond(reply)
+    })
+  })
 
   const send = (message: ChildMessage) => process.send?.(message)
   const stop = () => { app.close().finally(() => process.exit(0)) }

@@ -75,19 +75,21 @@ ajv.addKeyword({
 })
 const validate = ajv.compile<FastifyTritonShmOptions>(optionsSchema)
 
-// Ajv reports at least one error, with a message, whenever validation fails.
-function describeError ([error]: ErrorObject[]): string {
+/** Ajv's first error (it reports at least one, with a message, whenever validation fails) as a
+ * sentence naming the option; `messages` word the errors of custom keywords. */
+export function describeOptionError ([error]: ErrorObject[], messages: Record<string, string> = {}): string {
   const path = error.instancePath.slice(1).replaceAll('/', '.')
   if (error.keyword === 'additionalProperties') {
     const unknown = (error.params as { additionalProperty: string }).additionalProperty
     return `unknown option '${path === '' ? unknown : `${path}.${unknown}`}'`
   }
-  if (error.keyword === 'keyRule') return `option '${path}' must be a RegExp or a function`
-  return `option '${path}' ${error.message}`
+  return `option '${path}' ${messages[error.keyword] ?? error.message}`
 }
+
+const MESSAGES = { keyRule: 'must be a RegExp or a function' }
 
 /** Returns the options if they are valid; throws a TypeError naming the wrong one otherwise. */
 export function checkOptions<Options extends FastifyTritonShmOptions> (options: Options): Options {
-  if (!validate(options)) throw new TypeError(`fastify-triton-shm: ${describeError(validate.errors as ErrorObject[])}`)
+  if (!validate(options)) throw new TypeError(`fastify-triton-shm: ${describeOptionError(validate.errors as ErrorObject[], MESSAGES)}`)
   return options
 }

@@ -1,0 +1,42 @@
+import Fastify from 'fastify'
+import { describe, expect, test } from 'tstyche'
+import {
+  type InferRequest, kserveModels, type ModelConfigResponse, type ModelDeclaration, type ModelMetadataResponse,
+  type ModelStatisticsResponse, ModelTable
+} from '../../lib/index'
+
+const declaration: ModelDeclaration = {
+  name: 'simple',
+  maxBatchSize: 8,
+  inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [-1, 16] }],
+  outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [-1, 16] }],
+  run (infer) { infer.output('OUTPUT0', infer.input('INPUT0').shape) }
+}
+const table = new ModelTable([declaration])
+
+describe('the model table', () => {
+  test('a declaration is a signature with a run', () => {
+    expect<ModelDeclaration>().type.not.toBeAssignableFrom({ name: 'x', inputs: [], outputs: [] })
+    expect<ModelDeclaration>().type.toBeAssignableFrom({ ...declaration, backend: 'onnxruntime', labelFilenames: { OUTPUT0: 'l.txt' }, ready: false })
+    expect<ModelDeclaration>().type.toBeAssignableFrom({ ...declaration, run: async (_infer: InferRequest) => {} })
+  })
+
+  test('answers are Triton\'s shapes', () => {
+    expect(table.metadata('simple')).type.toBe<ModelMetadataResponse>()
+    expect(table.config('simple', '1')).type.toBe<ModelConfigResponse>()
+    expect(table.statistics()).type.toBe<ModelStatisticsResponse>()
+    expect(table.config('simple').input[0].data_type).type.toBe<ModelConfigResponse['input'][number]['data_type']>()
+  })
+
+  test('infer returns what respond gives', () => {
+    expect(table.infer('simple', undefined, { read: () => ({}) as InferRequest, respond: () => 42 })).type.toBe<Promise<number>>()
+    expect(table.infer('simple', '1', { read: () => ({}) as InferRequest })).type.toRaiseError()
+  })
+
+  test('kserveModels takes a table', () => {
+    const app = Fastify()
+    expect(app.register(kserveModels, { models: table, beforeRun: async (request) => { request.log.info('run') } })).type.not.toRaiseError()
+    expect(app.register(kserveModels, { models: [declaration] })).type.toRaiseError()
+    expect(app.register(kserveModels, {})).type.toRaiseError()
+  })
+})
