@@ -9,8 +9,8 @@ import * as errors from '../errors'
 import { HEADER_LENGTH_HEADER, InferBody } from './infer-body'
 import { DEFAULT_INFER_LIMITS } from './infer-limits'
 import { checkInferRequest } from './infer-wire'
-import { BinaryCursor, readInput } from './input-tensors'
-import { encodeResponse, JsonBudget, type OutputPlan, outputStorage, planOutputs, type ProducedOutput } from './output-tensors'
+import { BinaryCursor, type InputBytes, readInput } from './input-tensors'
+import { encodeResponse, type EncodedResponse, JsonBudget, type OutputPlan, outputStorage, planOutputs, type ProducedOutput } from './output-tensors'
 
 export interface ReadInferRequestOptions {
   /** The registry that resolves `shared_memory_region` parameters (`app.systemSharedMemory`). */
@@ -63,7 +63,8 @@ export class InferRequest {
   readonly #limits: Required<InferLimits>
   readonly #json: JsonBudget
 
-  constructor (body: InferRequestWire, binary: Buffer, { registry, model, limits }: ReadInferRequestOptions) {
+  /** `binary` gives the bytes of the inputs that declare them (`binary_data_size`), in order. */
+  constructor (body: InferRequestWire, binary: InputBytes, { registry, model, limits }: ReadInferRequestOptions) {
     this.id = body.id
     this.model = model
     this.#limits = { ...DEFAULT_INFER_LIMITS, ...limits }
@@ -72,10 +73,9 @@ export class InferRequest {
     try {
       checkInputNames(body, model)
       checkBatch(body, model)
-      const cursor = new BinaryCursor(binary)
-      const context = { model: model.name, registry, binary: cursor, limits: this.#limits, hold }
+      const context = { model: model.name, registry, binary, limits: this.#limits, hold }
       this.inputs = body.inputs.map((input) => readInput(input, specOfInput(model, input.name, input.datatype, input.shape), context))
-      cursor.finish()
+      binary.finish()
       this.#plans = planOutputs(body, model, registry, hold, [...this.#leases])
     } catch (error) {
       this.release()
@@ -112,9 +112,15 @@ export class InferRequest {
     return data as Data
   }
 
+  /** The response for the outputs the request asked for, with the shared memory ones stored in
+   * their regions: what each transport sends. */
+  encode (): EncodedResponse {
+    return encodeResponse({ model_name: this.model.name, id: this.id }, this.#plans, this.#produced, this.#json)
+  }
+
   /** The response body for the outputs the request asked for; sets the reply's headers. */
   respond (reply: FastifyReply): string | Buffer {
-    const { header, binary } = encodeResponse({ model_name: this.model.name, id: this.id }, this.#plans, this.#produced, this.#json)
+    const { header, binary } = this.encode()
     if (binary.length === 0) {
       reply.type('application/json')
       return header
@@ -154,7 +160,7 @@ function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: B
  */
 export function readInferRequest (request: FastifyRequest, reply: FastifyReply, options: ReadInferRequestOptions): InferRequest {
   const { header, binary } = bodyOf(request)
-  const infer = new InferRequest(checkInferRequest(header), binary, options)
+  const infer = new InferRequest(checkInferRequest(header), new BinaryCursor(binary), options)
   const close = () => {
     if (!reply.raw.writableFinished) infer.abandon()
     infer.release()

@@ -9,8 +9,16 @@ import { bytesTensorFromJson, parseBytesTensor } from './bytes-tensor'
 import { elementBytes, exactElementCount, typedArrayFromJson, typedArrayOver } from './datatypes'
 import { Parameters } from './infer-wire'
 
+/** Where the inputs sent as bytes (not in shared memory) get them, one input after another. */
+export interface InputBytes {
+  /** The next input's bytes, of `byteSize` bytes as its request declares. */
+  take(input: string, byteSize: number): Uint8Array
+  /** Throws if bytes are left over. */
+  finish(): void
+}
+
 /** Hands out the binary section of a body in order, one input after another. */
-export class BinaryCursor {
+export class BinaryCursor implements InputBytes {
   #position = 0
 
   constructor (private readonly binary: Buffer) {}
@@ -34,7 +42,7 @@ export class BinaryCursor {
 export interface InputContext {
   model: string
   registry: SystemSharedMemoryRegistry
-  binary: BinaryCursor
+  binary: InputBytes
   limits: Required<InferLimits>
   /** Keeps a lease until the response is finished. */
   hold(lease: Lease): void
