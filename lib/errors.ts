@@ -218,6 +218,10 @@ export const jsonResponseTooLarge = (output: string, maxChars: number) =>
   badRequest(`output '${output}' is too large to send as JSON (a response holds at most ${maxChars} characters of JSON): ` +
     "ask for it as binary data ('binary_data': true) or in shared memory", 'ERR_SHM_JSON_RESPONSE_TOO_LARGE')
 
+export const outputTooLarge = (output: string, maxBytes: number) =>
+  badRequest(`output '${output}' is too large to send as binary data (a response holds at most ${maxBytes} bytes of ` +
+    'tensor data outside shared memory): ask for it in shared memory', 'ERR_SHM_OUTPUT_TOO_LARGE')
+
 export const jsonRequestTooLarge = (byteSize: number, maxBytes: number) =>
   invalidInferRequest(`its JSON is ${byteSize} bytes, more than the server's limit of ${maxBytes}: ` +
     'send tensors as binary data or in shared memory')

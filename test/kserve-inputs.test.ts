@@ -15,6 +15,10 @@ import {
   parseInferResponse, registerRegion, serializeStrings, shmInput, sumModel, type TestModel, unregisterIsImmediate
 } from './helpers/kserve'
 
+const EXACT_NOTE = '(larger 64-bit integers are not exact in JSON: send them as binary data or in shared memory)'
+const INT64_JSON_RANGE = `an integer from -9007199254740991 to 9007199254740991 ${EXACT_NOTE}`
+const UINT64_JSON_RANGE = `an integer from 0 to 9007199254740991 ${EXACT_NOTE}`
+
 const FIXED: Array<Exclude<Datatype, 'BYTES'>> =
   ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'BF16', 'FP32', 'FP64']
 
@@ -132,9 +136,12 @@ t.test('JSON data', async (t) => {
       ['UINT32', [-1], 'an integer from 0 to 4294967295'],
       ['INT8', [-129], 'an integer from -128 to 127'],
       ['INT16', [32768], 'an integer from -32768 to 32767'],
-      ['INT64', [0.5], 'an integer from -9223372036854775808 to 9223372036854775807'],
-      ['INT64', [2 ** 63], 'an integer from -9223372036854775808 to 9223372036854775807'], // as 9223372036854775807 arrives
-      ['UINT64', [-1], 'an integer from 0 to 18446744073709551615'],
+      ['INT64', [0.5], INT64_JSON_RANGE],
+      ['INT64', [2 ** 63], INT64_JSON_RANGE], // as 9223372036854775807 arrives
+      ['INT64', [-(2 ** 63)], INT64_JSON_RANGE], // what -9223372036854775807 arrives as, too
+      ['INT64', [2 ** 53], INT64_JSON_RANGE], // what 9007199254740993 arrives as
+      ['UINT64', [-1], UINT64_JSON_RANGE],
+      ['UINT64', [2 ** 53], UINT64_JSON_RANGE],
       ['BYTES', [5], 'a string']
     ]
     for (const [datatype, data, expected] of cases) {
@@ -143,9 +150,24 @@ t.test('JSON data', async (t) => {
     }
     t.equal(seen.length, 0, 'no request reached the model')
     // The limits themselves are accepted.
-    t.equal((await send('INT64', [-9223372036854775808])).statusCode, 200, '-2^63 is an INT64')
-    t.same(elementsOf(seen[0].input('IN_INT64').data), [-9223372036854775808n])
+    t.equal((await send('INT64', [-(2 ** 53 - 1), 2 ** 53 - 1])).statusCode, 200, '±(2^53-1) are exact')
+    t.same(elementsOf(seen[0].input('IN_INT64').data), [-9007199254740991n, 9007199254740991n])
     t.equal((await send('UINT8', [255, 0])).statusCode, 200)
+  })
+
+  t.test('a 64-bit integer JSON would round is 400, never a different number', async (t) => {
+    const { app, seen } = await buildInferApp(t, [echoModel('m', ['INT64']), echoModel('u', ['UINT64'])])
+    // As a client's JSON encoder writes them: digits JSON.parse cannot keep.
+    for (const [model, datatype, digits, range] of [
+      ['m', 'INT64', '9007199254740993', INT64_JSON_RANGE],
+      ['m', 'INT64', '-9223372036854775807', INT64_JSON_RANGE],
+      ['u', 'UINT64', '9223372036854775809', UINT64_JSON_RANGE]
+    ]) {
+      const payload = `{"inputs":[{"name":"IN_${datatype}","datatype":"${datatype}","shape":[1],"data":[${digits}]}]}`
+      const response = await app.inject({ method: 'POST', url: `/v2/models/${model}/infer`, payload, headers: { 'content-type': 'application/json' } })
+      assertError(t, response, 400, `'data' of input 'IN_${datatype}' holds a value that is not ${range}, as ${datatype} requires`)
+    }
+    t.equal(seen.length, 0, 'no request reached a model')
   })
 
   t.test('FP16 and BF16 cannot be JSON data', async (t) => {

@@ -11,9 +11,12 @@ import t from 'tap'
 import { Registry } from '../lib/registry'
 import type { Lease } from '../types'
 import { registerBody, SYSTEM } from './helpers/app'
-import { buildInferApp, infer, makeMappedObject, type MappedObject, shmInput, shmOutput, sumModel } from './helpers/kserve'
+import {
+  buildInferApp, echoModel, infer, makeMappedObject, type MappedObject, registerRegion, shmInput, shmOutput, sumModel
+} from './helpers/kserve'
 import { collectGarbage, residentBytes, residentSharedBytes } from './helpers/observe'
 import { makeObject, openFdCount, PAGE_SIZE, shmMappings, uniqueKey } from './helpers/shm'
+import { listenLocally, stalledInfer, untilNoConnections } from './helpers/slow-client'
 
 const CYCLES = 3000
 /** Enough for Fastify, light-my-request, the JIT and the allocators to reach their steady state. */
@@ -266,4 +269,35 @@ t.test('regions past 4 GiB, cycled with leases anywhere in them: descriptors, ma
   t.equal(after.fds, before.fds, 'as many descriptors as before')
   t.same(after.mappings, before.mappings, 'the same /dev/shm mappings as before')
   t.equal(after.shmem, before.shmem, 'RssShmem back to where it was')
+})
+
+t.test('slow readers, round after round: their regions unregister at once, they are dropped, and everything comes back', async (t) => {
+  const byteSize = 32 * MiB // past what the sockets' buffers take while the client does not read
+  const readers = 3
+  const { app, seen } = await buildInferApp(t, [echoModel('m', ['UINT8'])], { limits: { sendTimeoutMs: 200 } })
+  const port = await listenLocally(t, app)
+  const object = makeMappedObject(t, byteSize, 'soak_slow')
+  const body = {
+    inputs: [shmInput('IN_UINT8', 'UINT8', [byteSize], 'in', byteSize)],
+    outputs: [{ name: 'OUT_UINT8', parameters: { binary_data: true } }]
+  }
+  const problems: string[] = []
+  const round = async (index: number) => {
+    await registerRegion(t, app, 'in', object.key, byteSize)
+    const stalled = await Promise.all(Array.from({ length: readers }, () => stalledInfer(t, port, 'm', body)))
+    app.systemSharedMemory.unregister('in')
+    if (app.systemSharedMemory.status().length !== 0) problems.push(`round ${index}: the region outlived its unregister`)
+    await untilNoConnections(app)
+    for (const { socket } of stalled) socket.destroy()
+    seen.length = 0 // the test route's record, not the server's
+  }
+  for (let index = 0; index < 3; index++) await round(index)
+  const before = snapshot()
+  for (let index = 0; index < 20; index++) await round(index)
+  const after = snapshot()
+  t.same(problems, [], 'every unregister completed while its readers were stalled')
+  t.equal(after.fds, before.fds, 'as many descriptors as before')
+  t.same(after.mappings, before.mappings, 'the same /dev/shm mappings as before')
+  t.ok(after.buffers - before.buffers < BUFFER_GROWTH_LIMIT,
+    `memory in buffers grew ${((after.buffers - before.buffers) / MiB).toFixed(1)} MiB (limit ${BUFFER_GROWTH_LIMIT / MiB} MiB)`)
 })

@@ -103,4 +103,13 @@ export interface InferLimits {
   /** Most characters of JSON tensor data in one response (default 268,435,456, half of the
    * longest string V8 makes). A larger output must be asked for as binary data or in shared memory. */
   maxJsonResponseChars?: number
+  /** Most bytes of output tensors one response holds outside shared memory (default 67,108,864,
+   * or the request's own binary data where that is more): binary outputs, outputs the request did
+   * not ask for, scratch for outputs that overlap an input. Charged when a model asks for an
+   * output's storage, before it is allocated; a larger output must be asked for in shared memory. */
+  maxOutputBytes?: number
+  /** A response whose client reads none of it for this long has its connection dropped
+   * (milliseconds, default 30,000): a client that stops reading cannot hold the response's memory,
+   * or its connection, forever. The request's leases end as soon as its response is built. */
+  sendTimeoutMs?: number
 }

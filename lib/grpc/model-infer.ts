@@ -17,9 +17,12 @@ import { contentsBytes, hasContents } from './tensor-contents'
 
 /** The bytes of the inputs not in shared memory, one entry per input, in order. */
 class InputBytesList implements InputBytes {
+  readonly byteLength: number
   #next = 0
 
-  constructor (private readonly entries: Uint8Array[]) {}
+  constructor (private readonly entries: Uint8Array[]) {
+    this.byteLength = entries.reduce((total, entry) => total + entry.byteLength, 0)
+  }
 
   take (): Uint8Array {
     return this.entries[this.#next++]

@@ -80,10 +80,21 @@ export function newTypedArray (datatype: Exclude<Datatype, 'BYTES'>, count: numb
 /** The raw bytes of a typed array (no copy). */
 export const bytesOf = (data: TypedArray): Uint8Array => new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
 
-/** The integers a datatype holds, as `[min, limit)`: powers of two, exact as numbers, so the check
+/** The largest magnitude a JSON number carries exactly: JSON.parse rounds longer integers to the
+ * nearest double (9007199254740993 arrives as ...992), so a 64-bit element beyond it is refused,
+ * never stored as a silently different number. */
+const EXACT_IN_JSON = 2 ** 53
+
+/** The integers a datatype holds exactly in JSON, as `[min, limit)`: exact as numbers, so the check
  * costs two comparisons per element. A typed array would silently wrap or truncate other values. */
 function integerRange ({ bits, signed }: { bits: number, signed: boolean }): [number, number] {
+  if (bits === 64) return [signed ? 1 - EXACT_IN_JSON : 0, EXACT_IN_JSON]
   return signed ? [-(2 ** (bits - 1)), 2 ** (bits - 1)] : [0, 2 ** bits]
+}
+
+function rangeText ([min, limit]: [number, number], bits: number): string {
+  const range = `an integer from ${BigInt(min)} to ${BigInt(limit) - 1n}`
+  return bits === 64 ? `${range} (larger 64-bit integers are not exact in JSON: send them as binary data or in shared memory)` : range
 }
 
 const inRange = (value: number, [min, limit]: [number, number]) => Number.isInteger(value) && value >= min && value < limit
@@ -101,7 +112,7 @@ export function typedArrayFromJson (input: string, datatype: Exclude<Datatype, '
       throw errors.invalidInputData(input, datatype, isBoolean ? 'a boolean' : 'a number')
     }
     if (range !== undefined && !inRange(value as number, range)) {
-      throw errors.invalidInputData(input, datatype, `an integer from ${BigInt(range[0])} to ${BigInt(range[1]) - 1n}`)
+      throw errors.invalidInputData(input, datatype, rangeText(range, (integer as { bits: number }).bits))
     }
     if (json === 'bigint') {
       data[index] = BigInt(value as number)

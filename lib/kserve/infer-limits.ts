@@ -3,7 +3,9 @@ import type { InferLimits } from '../../types/kserve'
 
 export const DEFAULT_INFER_LIMITS: Readonly<Required<InferLimits>> = {
   maxBytesElements: 2 ** 20,
-  maxJsonResponseChars: 2 ** 28
+  maxJsonResponseChars: 2 ** 28,
+  maxOutputBytes: 2 ** 26,
+  sendTimeoutMs: 30_000
 }
 
 /** The JSON part of an infer body, by default: Triton's own HTTP limit (`--http-max-input-size`). */

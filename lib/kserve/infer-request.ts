@@ -10,7 +10,10 @@ import { HEADER_LENGTH_HEADER, InferBody } from './infer-body'
 import { DEFAULT_INFER_LIMITS } from './infer-limits'
 import { checkInferRequest } from './infer-wire'
 import { BinaryCursor, type InputBytes, readInput } from './input-tensors'
-import { encodeResponse, type EncodedResponse, JsonBudget, type OutputPlan, outputStorage, planOutputs, type ProducedOutput } from './output-tensors'
+import {
+  encodeResponse, type EncodedResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets,
+  responseBudgets
+} from './output-tensors'
 
 export interface ReadInferRequestOptions {
   /** The registry that resolves `shared_memory_region` parameters (`app.systemSharedMemory`). */
@@ -61,14 +64,14 @@ export class InferRequest {
   readonly #leases: Lease[] = []
   readonly #abandoned = new AbortController()
   readonly #limits: Required<InferLimits>
-  readonly #json: JsonBudget
+  readonly #budgets: ResponseBudgets
 
   /** `binary` gives the bytes of the inputs that declare them (`binary_data_size`), in order. */
   constructor (body: InferRequestWire, binary: InputBytes, { registry, model, limits }: ReadInferRequestOptions) {
     this.id = body.id
     this.model = model
     this.#limits = { ...DEFAULT_INFER_LIMITS, ...limits }
-    this.#json = new JsonBudget(this.#limits.maxJsonResponseChars)
+    this.#budgets = responseBudgets(this.#limits, binary.byteLength)
     const hold = (lease: Lease) => { this.#leases.push(lease) }
     try {
       checkInputNames(body, model)
@@ -107,7 +110,7 @@ export class InferRequest {
   output<Data extends TensorData = TensorData> (name: string, shape: number[]): Data {
     const spec = this.model.outputs.find((output) => output.name === name)
     if (spec === undefined) throw new Error(`model '${this.model.name}' has no output '${name}'`)
-    const data = outputStorage(spec, shape, this.#plans.get(name), this.#limits, this.#json)
+    const data = outputStorage(spec, shape, this.#plans.get(name), this.#limits, this.#budgets)
     this.#produced.set(name, { spec, shape, data })
     return data as Data
   }
@@ -115,19 +118,28 @@ export class InferRequest {
   /** The response for the outputs the request asked for, with the shared memory ones stored in
    * their regions: what each transport sends. */
   encode (): EncodedResponse {
-    return encodeResponse({ model_name: this.model.name, id: this.id }, this.#plans, this.#produced, this.#json)
+    return encodeResponse({ model_name: this.model.name, id: this.id }, this.#plans, this.#produced, this.#budgets)
   }
 
-  /** The response body for the outputs the request asked for; sets the reply's headers. */
+  /**
+   * The response body for the outputs the request asked for; sets the reply's headers. The body
+   * holds no byte of shared memory, so the request's leases end here: a client slow to read its
+   * response holds no region. One that reads nothing for `limits.sendTimeoutMs` is dropped.
+   */
   respond (reply: FastifyReply): string | Buffer {
-    const { header, binary } = this.encode()
-    if (binary.length === 0) {
-      reply.type('application/json')
-      return header
+    try {
+      const { header, binary } = this.encode()
+      dropWhenStalled(reply, this.#limits.sendTimeoutMs)
+      if (binary.length === 0) {
+        reply.type('application/json')
+        return header
+      }
+      const headerBytes = Buffer.from(header)
+      reply.type('application/octet-stream').header(HEADER_LENGTH_HEADER, headerBytes.length)
+      return Buffer.concat([headerBytes, ...binary])
+    } finally {
+      this.release()
     }
-    const headerBytes = Buffer.from(header)
-    reply.type('application/octet-stream').header(HEADER_LENGTH_HEADER, headerBytes.length)
-    return Buffer.concat([headerBytes, ...binary])
   }
 
   /**
@@ -147,6 +159,15 @@ export class InferRequest {
   release (): void {
     for (const lease of this.#leases.splice(0)) lease.release()
   }
+}
+
+/** Drops the connection once no byte of the response has moved for `ms` (Node restarts a socket's
+ * timeout at every write the client's reading lets through, and sets its keep-alive timeout after). */
+function dropWhenStalled (reply: FastifyReply, ms: number): void {
+  reply.raw.setTimeout(ms, () => {
+    reply.log.warn({ sendTimeoutMs: ms }, 'the client read none of its response for the send timeout: connection dropped')
+    reply.raw.destroy()
+  })
 }
 
 function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: Buffer } {

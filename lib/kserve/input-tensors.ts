@@ -11,6 +11,8 @@ import { Parameters } from './infer-wire'
 
 /** Where the inputs sent as bytes (not in shared memory) get them, one input after another. */
 export interface InputBytes {
+  /** Bytes of input data the request carries in all (what its response may match in binary outputs). */
+  readonly byteLength: number
   /** The next input's bytes, of `byteSize` bytes as its request declares. */
   take(input: string, byteSize: number): Uint8Array
   /** Throws if bytes are left over. */
@@ -22,6 +24,10 @@ export class BinaryCursor implements InputBytes {
   #position = 0
 
   constructor (private readonly binary: Buffer) {}
+
+  get byteLength (): number {
+    return this.binary.length
+  }
 
   take (input: string, byteSize: number): Uint8Array {
     if (byteSize > this.binary.length - this.#position) {

@@ -78,7 +78,7 @@ const sentAsJson = (plan: OutputPlan | undefined): boolean => plan !== undefined
  * many BYTES elements, or more JSON than `json` has left.
  */
 export function outputStorage (spec: TensorSpec, shape: number[], plan: OutputPlan | undefined,
-  limits: Required<InferLimits>, json: JsonBudget): TensorData {
+  limits: Required<InferLimits>, budgets: ResponseBudgets): TensorData {
   const count = exactElementCount(shape)
   const bytesPerElement = elementBytes(spec.datatype)
   if (bytesPerElement === undefined) {
@@ -86,27 +86,50 @@ export function outputStorage (spec: TensorSpec, shape: number[], plan: OutputPl
     return new Array<Buffer>(Number(count)).fill(Buffer.alloc(0))
   }
   const datatype = spec.datatype as FixedDatatype
+  const required = count * BigInt(bytesPerElement)
   if (plan?.lease === undefined) {
-    if (sentAsJson(plan)) json.charge(spec.name, maxJsonChars(datatype, Number(count)))
+    // JSON's typed array is a fraction of its characters' budget (an element takes at least 2).
+    if (sentAsJson(plan)) budgets.json.charge(spec.name, maxJsonChars(datatype, Number(count)))
+    else chargeBytes(budgets.binary, spec.name, required)
     return newTypedArray(datatype, Number(count))
   }
-  const required = count * BigInt(bytesPerElement)
   if (plan.lease.byteSize < required) throw errors.outputTooSmall(spec.name, plan.lease.byteSize, required)
-  if (plan.aliased) return newTypedArray(datatype, Number(count))
-  return typedArrayOver(datatype, plan.lease.buffer.subarray(0, Number(required)))
+  if (!plan.aliased) return typedArrayOver(datatype, plan.lease.buffer.subarray(0, Number(required)))
+  chargeBytes(budgets.binary, spec.name, required)
+  return newTypedArray(datatype, Number(count))
 }
 
-/** Characters of JSON tensor data a response may still carry. */
-export class JsonBudget {
+/** Charges an exact (possibly huge) byte count; no budget is above 2^53. */
+const chargeBytes = (budget: ResponseBudget, output: string, bytes: bigint): void =>
+  budget.charge(output, bytes > BigInt(budget.left) ? Infinity : Number(bytes))
+
+/** What a response may still carry of one kind (characters of JSON, bytes of binary data):
+ * charged before the storage it pays for is allocated. */
+export class ResponseBudget {
   left: number
 
-  constructor (readonly total: number) {
+  constructor (readonly total: number, private readonly refuse: (output: string, total: number) => Error) {
     this.left = total
   }
 
-  charge (output: string, chars: number): void {
-    if (chars > this.left) throw errors.jsonResponseTooLarge(output, this.total)
-    this.left -= chars
+  charge (output: string, amount: number): void {
+    if (amount > this.left) throw this.refuse(output, this.total)
+    this.left -= amount
+  }
+}
+
+export interface ResponseBudgets {
+  json: ResponseBudget
+  /** Output bytes held outside shared memory: binary outputs, outputs the request did not ask
+   * for, scratch for outputs that overlap an input. */
+  binary: ResponseBudget
+}
+
+export function responseBudgets (limits: Required<InferLimits>, ownBytes: number): ResponseBudgets {
+  return {
+    json: new ResponseBudget(limits.maxJsonResponseChars, errors.jsonResponseTooLarge),
+    // A request may always have back as many bytes as it sent.
+    binary: new ResponseBudget(Math.max(limits.maxOutputBytes, ownBytes), errors.outputTooLarge)
   }
 }
 
@@ -133,17 +156,21 @@ function storeInSharedMemory ({ spec, data }: ProducedOutput, { lease, aliased }
   if (typed.buffer !== target.buffer) target.set(bytesOf(typed))
 }
 
-function binaryOf ({ spec, data }: ProducedOutput): Uint8Array {
+/** The output's bytes as binary data: a fixed-size output's own storage (charged when it was
+ * given), BYTES serialized now, charged first. */
+function binaryOf ({ spec, data }: ProducedOutput, budget: ResponseBudget): Uint8Array {
   if (spec.datatype !== 'BYTES') return bytesOf(data as TypedArray)
   const elements = data as Buffer[]
-  const bytes = Buffer.allocUnsafe(serializedSize(elements))
+  const byteSize = serializedSize(elements)
+  budget.charge(spec.name, byteSize)
+  const bytes = Buffer.allocUnsafe(byteSize)
   writeBytesTensor(elements, bytes)
   return bytes
 }
 
 /** JSON of an output's elements. Fixed-size outputs were charged their worst case for storage;
  * BYTES are measured as they are written. */
-function jsonOf ({ spec, data }: ProducedOutput, json: JsonBudget): string {
+function jsonOf ({ spec, data }: ProducedOutput, json: ResponseBudget): string {
   if (spec.datatype !== 'BYTES') return jsonOfTypedArray(spec.datatype, data as TypedArray)
   const text = jsonOfBytesTensor(data as Buffer[], json.left)
   json.charge(spec.name, text?.length ?? Infinity)
@@ -174,7 +201,7 @@ export interface EncodedResponse {
  * request changes nothing in any region.
  */
 export function encodeResponse (head: { model_name: string, id?: string }, plans: Map<string, OutputPlan>,
-  produced: Map<string, ProducedOutput>, json: JsonBudget): EncodedResponse {
+  produced: Map<string, ProducedOutput>, budgets: ResponseBudgets): EncodedResponse {
   const outputs = [...plans].map(([name, plan]) => {
     const output = produced.get(name)
     if (output === undefined) throw new Error(`the model did not produce output '${name}'`)
@@ -188,8 +215,8 @@ export function encodeResponse (head: { model_name: string, id?: string }, plans
     encoded.push(listed)
     const fields = `"name":${JSON.stringify(name)},"datatype":"${plan.spec.datatype}","shape":${JSON.stringify(output.shape)}`
     if (plan.lease !== undefined) return `{${fields}}`
-    if (!plan.binary) return `{${fields},"data":${jsonOf(output, json)}}`
-    const bytes = binaryOf(output)
+    if (!plan.binary) return `{${fields},"data":${jsonOf(output, budgets.json)}}`
+    const bytes = binaryOf(output, budgets.binary)
     binary.push(bytes)
     listed.binary = bytes
     return `{${fields},"parameters":{"binary_data_size":${bytes.byteLength}}}`
