@@ -259,6 +259,24 @@ export const clientClosedRequest = () => new SharedMemoryError(499, 'the client 
 export const invalidInferRequest = (reason: string) =>
   badRequest(`Unable to parse inference request: ${reason}`, 'ERR_SHM_INVALID_INFER_REQUEST')
 
+// Models (the model table, KServe V2 model endpoints): Triton's texts and statuses
+
+export const unknownModel = (model: string) =>
+  new SharedMemoryError(404, `Request for unknown model: '${model}' is not found`, 'ERR_SHM_UNKNOWN_MODEL')
+
+export const unknownModelVersion = (model: string, version: string) =>
+  new SharedMemoryError(404, `Request for unknown model: '${model}' version ${version} is not found`, 'ERR_SHM_UNKNOWN_MODEL_VERSION')
+
+export const invalidModelVersion = (version: string) =>
+  badRequest(`Invalid model version: '${version}' is not a number`, 'ERR_SHM_INVALID_MODEL_VERSION')
+
+export const noAvailableVersion = (model: string) =>
+  new SharedMemoryError(404, `Request for unknown model: '${model}' has no available versions`, 'ERR_SHM_NO_AVAILABLE_VERSION')
+
+/** 503: Triton's UNAVAILABLE, for a version that exists but is not ready. */
+export const modelVersionNotReady = (model: string, version: string) =>
+  new SharedMemoryError(503, `Request for unknown model: '${model}' version ${version} is not at ready state`, 'ERR_SHM_MODEL_NOT_READY')
+
 // The shared registry (sharedRegistry option)
 
 /** The store failed (busy beyond its timeout, corrupt, removed): nothing was changed. The cause,

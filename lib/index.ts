@@ -44,6 +44,7 @@ export {
   DATATYPES, elementBytes, elementCount, parseBytesTensor, readBytesElements, serializedSize, writeBytesTensor
 } from './kserve'
 export { apiFrameworkErrors } from './framework-errors'
+export { ModelTable, serverMetadata, SERVER_EXTENSIONS } from './models'
 export { KServeClient, ServerError, SharedMemoryObject, type ClientOptions } from './client'
 export type * from '../types'
 

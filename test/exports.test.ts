@@ -6,8 +6,14 @@
 import t from 'tap'
 import * as entry from '../lib/index'
 import * as kserve from '../lib/kserve'
+import * as models from '../lib/models'
 
 t.test('every KServe helper is a named export of the package', async (t) => {
   t.ok(Object.keys(kserve).length > 0)
   t.same(Object.keys(kserve).filter((name) => !(name in entry)), [], 'none missing')
+})
+
+t.test('every model table name is a named export of the package', async (t) => {
+  t.ok(Object.keys(models).length > 0)
+  t.same(Object.keys(models).filter((name) => !(name in entry)), [], 'none missing')
 })

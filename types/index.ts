@@ -184,3 +184,4 @@ export interface SystemSharedMemoryRegistry extends EventEmitter<RegistryEvents>
 }
 
 export type * from './kserve'
+export type * from './models'

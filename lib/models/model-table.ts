@@ -1,0 +1,181 @@
+/**
+ * The model table: every model the service serves, name -> version -> declaration, with its
+ * readiness and statistics. Transport-neutral: HTTP routes and a gRPC service both answer from it,
+ * so a model is declared once and every rule (resolution, Triton's errors, what is measured) is
+ * written once. Its methods return plain objects and throw `SharedMemoryError`s (an HTTP status
+ * and an `ERR_SHM_…` code a gRPC face maps to its own).
+ */
+import type { ModelSignature } from '../../types/kserve'
+import type {
+  InferCall, ModelConfigResponse, ModelDeclaration, ModelMetadataResponse, ModelStatisticsResponse
+} from '../../types/models'
+import * as errors from '../errors'
+import type { InferRequest } from '../kserve/infer-request'
+import { checkDeclaration, DEFAULT_VERSIONS } from './declaration'
+import { modelConfig, modelMetadata } from './model-config'
+import { InferenceStatistics } from './statistics'
+
+/** One version of one model. */
+interface ModelVersion {
+  readonly version: string
+  readonly declaration: ModelDeclaration
+  /** What `InferRequest` checks requests against: the declaration's signature. */
+  readonly signature: ModelSignature
+  ready: boolean
+  readonly statistics: InferenceStatistics
+}
+
+const byVersion = (a: ModelVersion, b: ModelVersion) => Number(a.version) - Number(b.version)
+
+/** Clients may send `007` for version 7, as Triton reads versions as numbers. */
+function canonicalVersion (version: string): string {
+  if (!/^\d+$/.test(version)) throw errors.invalidModelVersion(version)
+  return String(BigInt(version))
+}
+
+function batchSizeOf ({ signature }: ModelVersion, infer: InferRequest): number {
+  return (signature.maxBatchSize ?? 0) > 0 ? infer.inputs[0]?.shape[0] ?? 1 : 1
+}
+
+function signatureOf ({ name, platform, maxBatchSize, inputs, outputs }: ModelDeclaration, versions: string[]): ModelSignature {
+  return { name, versions, ...(platform !== undefined && { platform }), ...(maxBatchSize !== undefined && { maxBatchSize }), inputs, outputs }
+}
+
+export class ModelTable {
+  /** By name, then by version in ascending order. */
+  readonly #models = new Map<string, ModelVersion[]>()
+
+  /**
+   * Checks every declaration (a TypeError names the model and the field that is wrong). One name
+   * may be declared several times, for distinct versions.
+   */
+  constructor (declarations: Iterable<ModelDeclaration>) {
+    for (const declaration of declarations) {
+      const { name, versions = DEFAULT_VERSIONS, ready = true } = checkDeclaration(declaration)
+      const known = this.#models.get(name) ?? []
+      const taken = known.find(({ version }) => versions.includes(version))
+      if (taken !== undefined) throw new TypeError(`fastify-triton-shm: model '${name}' version ${taken.version} is declared twice`)
+      const signature = signatureOf(declaration, versions)
+      known.push(...versions.map((version) => ({ version, declaration, signature, ready, statistics: new InferenceStatistics() })))
+      this.#models.set(name, known.sort(byVersion))
+    }
+  }
+
+  /** Every model name, in the order declared. */
+  get names (): string[] {
+    return [...this.#models.keys()]
+  }
+
+  /** Every version of `name` (throws 404 for an unknown model). */
+  #versions (name: string): ModelVersion[] {
+    const versions = this.#models.get(name)
+    if (versions === undefined) throw errors.unknownModel(name)
+    return versions
+  }
+
+  /** The version a request names, ready or not (400 for a version that is no number, 404 unknown). */
+  #declared (name: string, version: string): ModelVersion {
+    const wanted = canonicalVersion(version)
+    const found = this.#versions(name).find((entry) => entry.version === wanted)
+    if (found === undefined) throw errors.unknownModelVersion(name, version)
+    return found
+  }
+
+  /** The version to serve, as Triton resolves it: the one named, which must be ready, or else the
+   * newest ready one. */
+  #resolve (name: string, version?: string): ModelVersion {
+    if (version !== undefined) {
+      const found = this.#declared(name, version)
+      if (!found.ready) throw errors.modelVersionNotReady(name, found.version)
+      return found
+    }
+    const newest = this.#readyVersions(name).at(-1)
+    if (newest === undefined) throw errors.noAvailableVersion(name)
+    return newest
+  }
+
+  #readyVersions (name: string): ModelVersion[] {
+    return this.#versions(name).filter(({ ready }) => ready)
+  }
+
+  /** Server readiness: every model has a ready version. */
+  isReady (): boolean {
+    return this.names.every((name) => this.#readyVersions(name).length > 0)
+  }
+
+  /** Whether the version (default: any version) of the model is ready; throws for an unknown one. */
+  isModelReady (name: string, version?: string): boolean {
+    if (version !== undefined) return this.#declared(name, version).ready
+    return this.#readyVersions(name).length > 0
+  }
+
+  /** Marks a version ready or not (a model loading, reloading, or taken out of service). A version
+   * that is not ready answers 503; with none ready, a request naming no version answers 404. */
+  setReady (name: string, version: string, ready: boolean): void {
+    this.#declared(name, version).ready = ready
+  }
+
+  /** The signature requests for the version (default: the newest ready) are checked against. */
+  signature (name: string, version?: string): ModelSignature {
+    return this.#resolve(name, version).signature
+  }
+
+  /** The KServe model metadata (`GET /v2/models/<m>[/versions/<v>]`). */
+  metadata (name: string, version?: string): ModelMetadataResponse {
+    const { declaration } = this.#resolve(name, version)
+    return modelMetadata(declaration, this.#readyVersions(name).map((entry) => entry.version))
+  }
+
+  /** Triton's model configuration (`GET /v2/models/<m>[/versions/<v>]/config`). */
+  config (name: string, version?: string): ModelConfigResponse {
+    const { declaration } = this.#resolve(name, version)
+    return modelConfig(declaration, this.#versions(name).map((entry) => entry.version))
+  }
+
+  /**
+   * Triton's statistics: of every ready version of every model (no name), of every ready version
+   * of `name` (no version: perf_analyzer then watches which version's `queue.count` grows), or of
+   * one version. A version never run has every count 0.
+   */
+  statistics (name?: string, version?: string): ModelStatisticsResponse {
+    let entries: Array<[string, ModelVersion]>
+    if (name === undefined) {
+      entries = [...this.#models.keys()].sort().flatMap((model) => this.#readyVersions(model).map((entry) => [model, entry] as [string, ModelVersion]))
+    } else if (version === undefined) {
+      this.#resolve(name)
+      entries = this.#readyVersions(name).map((entry) => [name, entry])
+    } else {
+      entries = [[name, this.#resolve(name, version)]]
+    }
+    return { model_stats: entries.map(([model, entry]) => entry.statistics.toJSON(model, entry.version)) }
+  }
+
+  /**
+   * Runs one inference on the version (default: the newest ready) of a model, measured into its
+   * statistics: `call.read` reads the request for its signature (`compute_input`),
+   * `call.beforeRun` waits (`queue`), the declaration's `run` runs unless the client has gone
+   * (`compute_infer`), `call.respond` builds the answer (`compute_output`), which is returned.
+   * Resolution errors throw before anything is counted; any later throw counts as a failed request
+   * and is rethrown. Leases the request holds are the caller's to release (`readInferRequest`
+   * releases them when the HTTP reply ends; any other transport calls `infer.release()`).
+   */
+  async infer<Result> (name: string, version: string | undefined, call: InferCall<Result>): Promise<Result> {
+    const model = this.#resolve(name, version)
+    const start = process.hrtime.bigint()
+    try {
+      const infer = call.read(model.signature)
+      const read = process.hrtime.bigint()
+      await call.beforeRun?.(infer)
+      infer.signal.throwIfAborted()
+      const runStart = process.hrtime.bigint()
+      await model.declaration.run(infer)
+      const ran = process.hrtime.bigint()
+      const result = call.respond(infer)
+      model.statistics.succeeded({ start, read, runStart, ran, end: process.hrtime.bigint() }, batchSizeOf(model, infer))
+      return result
+    } catch (error) {
+      model.statistics.failed(start)
+      throw error
+    }
+  }
+}
