@@ -6,6 +6,7 @@
 export { inferenceService, GRPC_LOADER_OPTIONS, MAX_MESSAGE_BYTES, MESSAGE_LIMIT_OPTIONS, PROTO_PATH } from './protocol'
 export { sharedMemoryService } from './shared-memory-service'
 export { modelInferRequest, modelInferResponse, readModelInferRequest } from './model-infer'
-export { modelInferHandler, type ModelInferHandlerOptions, type ServedModel } from './model-infer-handler'
+export { modelInferHandler, type ModelInferHandlerOptions } from './model-infer-handler'
+export { inferenceServiceHandlers, type InferenceServiceOptions } from './inference-service'
 export { grpcCodeOf, toServiceError, Status, type ErrorLogger } from './status'
 export type * from '../../types/grpc'

@@ -1,43 +1,38 @@
 /**
- * A ModelInfer handler for grpc-js: finds the model a call names, reads its request, runs the
- * model, answers, and ends its leases however the call ends.
+ * ModelInfer for grpc-js over the model table: the call's model resolved, its request read, the
+ * model run and timed as over HTTP, the answer sent, and its leases ended however the call ends.
  */
 import type { handleUnaryCall } from '@grpc/grpc-js'
 import type { SystemSharedMemoryRegistry } from '../../types'
-import type { InferLimits, ModelSignature } from '../../types/kserve'
+import type { InferLimits } from '../../types/kserve'
 import type { ModelInferRequest, ModelInferResponse } from '../../types/grpc'
 import type { InferRequest } from '../kserve/infer-request'
+import type { ModelTable } from '../models/model-table'
 import { modelInferResponse, readModelInferRequest } from './model-infer'
 import { type ErrorLogger, toServiceError } from './status'
 
-/** A model as a transport serves it: its signature and what computes its outputs. */
-export interface ServedModel {
-  signature: ModelSignature
-  /** Reads the inputs, fills the outputs (see `InferRequest`). */
-  run(infer: InferRequest): void | Promise<void>
-}
-
 export interface ModelInferHandlerOptions {
   registry: SystemSharedMemoryRegistry
-  /** The model a call names (`version` empty when it names none); throws (e.g. a 404
-   * `SharedMemoryError`) for one the server does not serve. */
-  model(name: string, version: string): ServedModel
+  /** The models served (the same table serves HTTP). */
+  models: ModelTable
   limits?: InferLimits
   /** Where failures that are not the client's are logged. */
   log?: ErrorLogger
 }
 
-export function modelInferHandler (options: ModelInferHandlerOptions): handleUnaryCall<ModelInferRequest, ModelInferResponse> {
-  const { registry, limits, log } = options
+/** The version a response names: the one asked for, else the newest of the model's. */
+const versionOf = (asked: string, infer: InferRequest) => asked !== '' ? asked : infer.model.versions?.at(-1) ?? ''
+
+export function modelInferHandler ({ registry, models, limits, log }: ModelInferHandlerOptions): handleUnaryCall<ModelInferRequest, ModelInferResponse> {
   return async (call, callback) => {
+    const { model_name: name, model_version: version } = call.request
     let infer: InferRequest | undefined
     try {
-      const { model_name: name, model_version: version } = call.request
-      const model = options.model(name, version)
-      infer = readModelInferRequest(call, { registry, model: model.signature, limits })
-      await model.run(infer)
-      infer.signal.throwIfAborted()
-      callback(null, modelInferResponse(infer, version === '' ? model.signature.versions?.at(-1) : version))
+      const response = await models.infer(name, version === '' ? undefined : version, {
+        read: (signature) => (infer = readModelInferRequest(call, { registry, model: signature, limits })),
+        respond: (read) => modelInferResponse(read, versionOf(version, read))
+      })
+      callback(null, response)
     } catch (error) {
       infer?.release()
       callback(toServiceError(error, log))

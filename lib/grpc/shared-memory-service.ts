@@ -2,7 +2,7 @@
  * The shared memory RPCs of `GRPCInferenceService` over a registry: the same rules, messages and
  * gates as the HTTP routes, with Triton's gRPC codes. A host adds them to its own grpc-js server.
  */
-import type { sendUnaryData, ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
+import type { ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
 import type { SystemSharedMemoryRegistry } from '../../types'
 import type {
   CudaSharedMemoryRegisterRequest, CudaSharedMemoryStatusRequest, CudaSharedMemoryStatusResponse, RegionStatusMessage,
@@ -11,7 +11,8 @@ import type {
 } from '../../types/grpc'
 import * as errors from '../errors'
 import { carriesSecret } from '../restricted-api'
-import { type ErrorLogger, toServiceError } from './status'
+import type { ErrorLogger } from './status'
+import { unary } from './unary'
 
 type Gate = (call: ServerUnaryCall<unknown, unknown>) => void
 
@@ -45,19 +46,13 @@ export function sharedMemoryService (registry: SystemSharedMemoryRegistry, optio
   const { allowClientShm = true } = options
   const restricted = restrictedGate(options.restrictedApi)
   const clientShm: Gate = () => { if (!allowClientShm) throw errors.clientShmDisabled() }
-  /** A unary handler answering `answer(request)`, or the status of what it threw, after the gates. */
+  /** A unary handler answering `answer(request)` once the call passed the gates. */
   const rpc = <Request, Response>(gates: Gate[], answer: (request: Request) => Response) =>
-    (call: ServerUnaryCall<Request, Response>, callback: sendUnaryData<Response>) => {
-      let response: Response
-      try {
-        restricted(call)
-        for (const gate of gates) gate(call)
-        response = answer(call.request)
-      } catch (error) {
-        return callback(toServiceError(error, log))
-      }
-      callback(null, response)
-    }
+    unary((call: ServerUnaryCall<Request, Response>) => {
+      restricted(call)
+      for (const gate of gates) gate(call)
+      return answer(call.request)
+    }, log)
   return {
     SystemSharedMemoryStatus: rpc([], ({ name }: SystemSharedMemoryStatusRequest) =>
       statusMessage(name === '' ? registry.status() : registry.status(name))),

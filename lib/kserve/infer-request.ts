@@ -66,8 +66,10 @@ export class InferRequest {
   readonly #limits: Required<InferLimits>
   readonly #budgets: ResponseBudgets
 
-  /** `binary` gives the bytes of the inputs that declare them (`binary_data_size`), in order. */
-  constructor (body: InferRequestWire, binary: InputBytes, { registry, model, limits }: ReadInferRequestOptions) {
+  /** `bytes` gives the bytes of the inputs that declare them (`binary_data_size`), in order: a
+   * binary body's section after its JSON, or another transport's own source. */
+  constructor (body: InferRequestWire, bytes: Buffer | InputBytes, { registry, model, limits }: ReadInferRequestOptions) {
+    const binary = Buffer.isBuffer(bytes) ? new BinaryCursor(bytes) : bytes
     this.id = body.id
     this.model = model
     this.#limits = { ...DEFAULT_INFER_LIMITS, ...limits }
@@ -181,7 +183,7 @@ function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: B
  */
 export function readInferRequest (request: FastifyRequest, reply: FastifyReply, options: ReadInferRequestOptions): InferRequest {
   const { header, binary } = bodyOf(request)
-  const infer = new InferRequest(checkInferRequest(header), new BinaryCursor(binary), options)
+  const infer = new InferRequest(checkInferRequest(header), binary, options)
   const close = () => {
     if (!reply.raw.writableFinished) infer.abandon()
     infer.release()

@@ -5,8 +5,8 @@
  */
 import { credentials, Metadata, Server, ServerCredentials, type ServiceError, type UntypedServiceImplementation } from '@grpc/grpc-js'
 import type { Test } from 'tap'
-import { inferenceService, MESSAGE_LIMIT_OPTIONS, modelInferHandler, type ServedModel, sharedMemoryService } from '../../lib/grpc'
-import { SharedMemoryError } from '../../lib/index'
+import { inferenceService, MESSAGE_LIMIT_OPTIONS, modelInferHandler, sharedMemoryService } from '../../lib/grpc'
+import { ModelTable } from '../../lib/models'
 import type { SystemSharedMemoryRegistry } from '../../types'
 import type { SharedMemoryServiceOptions } from '../../types/grpc'
 import type { TestModel } from './kserve'
@@ -68,22 +68,16 @@ export async function startServer (t: Test, implementation: UntypedServiceImplem
   return port
 }
 
-/** The test models as ModelInfer serves them, by name (an unknown one is a 404). */
-export function servedModels (models: TestModel[]): (name: string) => ServedModel {
-  const byName = new Map(models.map((model) => [model.signature.name, model]))
-  return (name) => {
-    const model = byName.get(name)
-    if (model === undefined) throw new SharedMemoryError(404, `Request for unknown model: '${name}' is not found`, 'ERR_TEST_UNKNOWN_MODEL')
-    return { signature: model.signature, run: (infer) => model.execute(infer) }
-  }
-}
+/** The test models in a model table, as both transports serve them. */
+export const modelTable = (models: TestModel[]) =>
+  new ModelTable(models.map(({ signature, execute }) => ({ ...signature, run: execute })))
 
 /** A host's server: the shared memory RPCs and ModelInfer over `registry` for `models`; and a client of it. */
 export async function startHostServer (t: Test, registry: SystemSharedMemoryRegistry, models: TestModel[] = [],
   options: SharedMemoryServiceOptions = {}): Promise<{ port: number, client: GrpcClient }> {
   const port = await startServer(t, {
     ...sharedMemoryService(registry, options),
-    ModelInfer: modelInferHandler({ registry, model: servedModels(models) })
+    ModelInfer: modelInferHandler({ registry, models: modelTable(models) })
   })
   return { port, client: grpcClient(t, port) }
 }
