@@ -68,7 +68,7 @@ t.test('statistics count gRPC inferences', async (t) => {
   const { model_stats: [stats] } = await client.call('ModelStatistics', { name: 'simple', version: '2' })
   t.match(stats, { name: 'simple', version: '2', inference_count: '2', execution_count: '1', inference_stats: { success: { count: '1' }, queue: { count: '1' } } },
     'the newest version served it, counted per batch element')
-  t.same(stats.batch_stats.map(({ batch_size }: { batch_size: string }) => batch_size), ['2'])
+  t.same(stats.batch_stats.map((entry: { batch_size: string }) => entry.batch_size), ['2'])
 })
 
 t.test('RPCs this package does not serve answer UNIMPLEMENTED', async (t) => {

@@ -20,8 +20,9 @@ export interface ModelInferHandlerOptions {
   log?: ErrorLogger
 }
 
-/** The version a response names: the one asked for, else the newest of the model's. */
-const versionOf = (asked: string, infer: InferRequest) => asked !== '' ? asked : infer.model.versions?.at(-1) ?? ''
+/** The version a response names: the one asked for, else the newest of the model's (the table
+ * lists every model's versions in its signature). */
+const versionOf = (asked: string, infer: InferRequest) => asked !== '' ? asked : (infer.model.versions as string[]).at(-1) as string
 
 export function modelInferHandler ({ registry, models, limits, log }: ModelInferHandlerOptions): handleUnaryCall<ModelInferRequest, ModelInferResponse> {
   return async (call, callback) => {
