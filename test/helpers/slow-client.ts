@@ -13,21 +13,25 @@ export interface StalledResponse {
   socket: Socket
   /** Bytes of the response read before the client stopped. */
   received: number
+  /** Settles when the connection has closed, at either end. */
+  closed: Promise<unknown>
 }
 
-/** Sends `body` to `/v2/models/<model>/infer` and stops reading once the first bytes arrive. */
+/** Sends `body` to `/v2/models/<model>/infer` and stops reading once the first bytes arrive. The
+ * server closes the connection after the response, so a client that reads it all sees it end. */
 export async function stalledInfer (t: Test, port: number, model: string, body: unknown): Promise<StalledResponse> {
   const payload = JSON.stringify(body)
   const socket = connect(port, '127.0.0.1')
   // Weakly: a test that makes many of these and ends them itself must not keep their buffers alive.
   const ended = new WeakRef(socket)
   t.teardown(() => ended.deref()?.destroy())
+  const closed = once(socket, 'close')
   await once(socket, 'connect')
   socket.write(`POST /v2/models/${model}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
-    `Content-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`)
+    `Connection: close\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`)
   const [first] = await once(socket, 'data') as [Buffer]
   socket.pause()
-  return { socket, received: first.length }
+  return { socket, received: first.length, closed }
 }
 
 /** Reads what is left of a stalled response, until the connection ends: the bytes read. */
