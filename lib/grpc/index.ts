@@ -10,3 +10,4 @@ export { modelInferHandler, type ModelInferHandlerOptions } from './model-infer-
 export { inferenceServiceHandlers, type InferenceServiceOptions } from './inference-service'
 export { grpcCodeOf, toServiceError, Status, type ErrorLogger } from './status'
 export type * from '../../types/grpc'
+export { GrpcKServeClient, type GrpcClientOptions } from './client'
