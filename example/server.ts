@@ -2,14 +2,19 @@
  * A KServe V2 inference service built as a user would build one: the plugin for the shared memory
  * API, the KServe helpers for the infer route, and the example models.
  *
- *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
+ *   HOST=127.0.0.1 PORT=8000 GRPC_PORT=8001 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
+ *
+ * It serves KServe V2 over HTTP on PORT and over gRPC on GRPC_PORT (Triton's ports), one registry
+ * and the same models behind both.
  *
  * WORKERS=4 runs it as 4 node:cluster workers on one port sharing one registry (./cluster.ts).
  * It also serves its API in a browser at /documentation (Swagger UI).
  */
 import cluster from 'node:cluster'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
-import fastifyTritonShm, { apiFrameworkErrors, type InferRequest, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
+import fastifyTritonShm, {
+  apiFrameworkErrors, type InferRequest, kserveErrorHandler, ModelTable, readInferRequest, useInferBodyParser
+} from '../lib/index'
 import type { SharedRegistryOptions } from '../types'
 import { runPrimary, workerCount } from './cluster'
 import { kserveDoc, registerDocumentation } from './documentation'
@@ -35,6 +40,10 @@ export interface ServerOptions {
   sharedRegistry?: SharedRegistryOptions
   /** Serve the OpenAPI document and Swagger UI at /documentation (default false). */
   documentation?: boolean
+  /** Also serve KServe V2 over gRPC (Triton's port is 8001; 0: any free port), on `grpcHost`
+   * (default 127.0.0.1). Default: HTTP only. */
+  grpcPort?: number
+  grpcHost?: string
   fastify?: FastifyServerOptions
 }
 
@@ -62,6 +71,12 @@ function metadataOf ({ signature }: Model) {
   return { name, versions, platform, inputs, outputs }
 }
 
+const SERVER_NAME = 'fastify-triton-shm-example'
+
+/** The models as the gRPC listener serves them: each declared once, run as the HTTP route runs it. */
+const modelTable = (models: Map<string, Model>, delayMs: number) =>
+  new ModelTable([...models.values()].map((model) => ({ ...model.signature, run: (infer: InferRequest) => run(model, infer, delayMs) })))
+
 export async function buildServer (options: ServerOptions = {}): Promise<FastifyInstance> {
   const requestTimeout = options.requestTimeoutMs ?? 60_000
   const app = Fastify({
@@ -77,10 +92,15 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   app.setErrorHandler(kserveErrorHandler)
   const models = options.models ?? await loadModels()
   if (options.documentation === true) await registerDocumentation(app)
-  await app.register(fastifyTritonShm, options.sharedRegistry === undefined ? {} : { sharedRegistry: options.sharedRegistry })
+  await app.register(fastifyTritonShm, {
+    ...(options.sharedRegistry !== undefined && { sharedRegistry: options.sharedRegistry }),
+    ...(options.grpcPort !== undefined && {
+      grpc: { host: options.grpcHost, port: options.grpcPort, models: modelTable(models, options.modelDelayMs ?? 0), server: { name: SERVER_NAME, version } }
+    })
+  })
 
   app.get('/v2', kserveDoc('serverMetadata', 'Server metadata'), async () => ({
-    name: 'fastify-triton-shm-example',
+    name: SERVER_NAME,
     version,
     extensions: ['binary_tensor_data', 'system_shared_memory']
   }))
@@ -125,6 +145,8 @@ async function main () {
     requestTimeoutMs: process.env.EXAMPLE_REQUEST_TIMEOUT_MS === undefined ? undefined : Number(process.env.EXAMPLE_REQUEST_TIMEOUT_MS),
     sharedRegistry: storePath === undefined ? undefined : { path: storePath },
     documentation: true,
+    grpcHost: process.env.HOST ?? '127.0.0.1',
+    grpcPort: Number(process.env.GRPC_PORT ?? 8001),
     fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
   })
   let closing = false
