@@ -1,7 +1,8 @@
 /**
  * The bench's server child: the example service (plugin, /v2 routes, infer route), plus
  *   GET /bench/bare  a bare Fastify route answering fixed JSON bytes (the route suite's baseline),
- *   GET /bench/rss   this process's memory and CPU time (peak RSS is reported from it).
+ *   GET /bench/rss   this process's memory and CPU time (peak RSS is reported from it),
+ * and KServe over gRPC on a port of its own.
  * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path.
  * Started by bench/server-process.ts (compiled by bench/server-build.ts, run on plain node) with an
  * IPC channel: it reports its port, takes the bare route's bytes, and exits when told to or when
@@ -19,7 +20,7 @@ export interface ServerStats {
 }
 
 export type ParentMessage = { type: 'bare', payload: string } | { type: 'stop' }
-export type ChildMessage = { type: 'listening', port: number } | { type: 'bare-set' }
+export type ChildMessage = { type: 'listening', port: number, grpcPort: number } | { type: 'bare-set' }
 
 function stats (): ServerStats {
   const usage = process.resourceUsage()
@@ -36,6 +37,7 @@ async function main () {
   const app = await buildServer({
     fastify: { logger: false },
     jsonLimit: 512 * 1024 ** 2,
+    grpcPort: 0,
     sharedRegistry: storePath === undefined ? undefined : { path: storePath }
   })
   let barePayload = Buffer.from('[]')
@@ -61,7 +63,7 @@ async function main () {
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('no TCP address')
-  send({ type: 'listening', port: address.port })
+  send({ type: 'listening', port: address.port, grpcPort: app.tritonGrpc.port as number })
 }
 
 main().catch((error) => {
