@@ -31,6 +31,3 @@ export async function registerDocumentation (app: FastifyInstance): Promise<void
     uiConfig: { displayOperationId: true, docExpansion: 'list', tryItOutEnabled: true }
   })
 }
-
-/** A KServe route's place in the document (its only schema: these routes validate by hand). */
-export const kserveDoc = (operationId: string, summary: string) => ({ schema: { operationId, tags: ['KServe'], summary } })

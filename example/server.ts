@@ -1,6 +1,7 @@
 /**
  * A KServe V2 inference service built as a user would build one: the plugin for the shared memory
- * API, the KServe helpers for the infer route, and the example models.
+ * API, the model endpoints (server and model metadata, readiness, configuration, statistics,
+ * inference) served from a model table of the example models.
  *
  *   HOST=127.0.0.1 PORT=8000 GRPC_PORT=8001 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
  *
@@ -11,13 +12,11 @@
  * It also serves its API in a browser at /documentation (Swagger UI).
  */
 import cluster from 'node:cluster'
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
-import fastifyTritonShm, {
-  apiFrameworkErrors, type InferRequest, kserveErrorHandler, ModelTable, readInferRequest, useInferBodyParser
-} from '../lib/index'
-import type { SharedRegistryOptions } from '../types'
+import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import fastifyTritonShm, { apiFrameworkErrors, type InferRequest, kserveErrorHandler, kserveModels, ModelTable } from '../lib/index'
+import type { ModelDeclaration, SharedRegistryOptions } from '../types'
 import { runPrimary, workerCount } from './cluster'
-import { kserveDoc, registerDocumentation } from './documentation'
+import { registerDocumentation } from './documentation'
 import { loadModels, type Model, run } from './models'
 import { version } from '../package.json'
 
@@ -47,35 +46,14 @@ export interface ServerOptions {
   fastify?: FastifyServerOptions
 }
 
-interface ModelParams { model: string, version?: string }
-
-class ClientError extends Error {
-  constructor (readonly statusCode: number, message: string) {
-    super(message)
-  }
-}
-
-/** The model a path names, at the version it names (if any), answered as Triton answers. */
-function modelOf (models: Map<string, Model>, request: FastifyRequest<{ Params: ModelParams }>): Model {
-  const { model: name, version } = request.params
-  const model = models.get(name)
-  if (model === undefined) throw new ClientError(404, `Request for unknown model: '${name}' is not found`)
-  if (version === undefined || model.signature.versions?.includes(version) === true) return model
-  if (!/^\d+$/.test(version)) throw new ClientError(400, `Invalid model version: '${version}' is not a number`)
-  throw new ClientError(404, `Request for unknown model: '${name}' version ${version} is not found`)
-}
-
-/** The KServe model metadata: the signature without what only the helpers read. */
-function metadataOf ({ signature }: Model) {
-  const { name, versions, platform, inputs, outputs } = signature
-  return { name, versions, platform, inputs, outputs }
+/** The table's declaration of an example model: Triton's backend of its platform, and a run that
+ * first waits `delayMs`. */
+function declarationOf (model: Model, delayMs: number): ModelDeclaration {
+  const { platform } = model.signature
+  return { ...model.signature, ...(platform === 'onnxruntime_onnx' && { backend: 'onnxruntime' }), run: (infer) => run(model, infer, delayMs) }
 }
 
 const SERVER_NAME = 'fastify-triton-shm-example'
-
-/** The models as the gRPC listener serves them: each declared once, run as the HTTP route runs it. */
-const modelTable = (models: Map<string, Model>, delayMs: number) =>
-  new ModelTable([...models.values()].map((model) => ({ ...model.signature, run: (infer: InferRequest) => run(model, infer, delayMs) })))
 
 export async function buildServer (options: ServerOptions = {}): Promise<FastifyInstance> {
   const requestTimeout = options.requestTimeoutMs ?? 60_000
@@ -91,40 +69,23 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   // KServe errors are `{"error": "<message>"}`.
   app.setErrorHandler(kserveErrorHandler)
   const models = options.models ?? await loadModels()
+  // One table: HTTP and gRPC serve the same models.
+  const table = new ModelTable([...models.values()].map((model) => declarationOf(model, options.modelDelayMs ?? 0)))
   if (options.documentation === true) await registerDocumentation(app)
   await app.register(fastifyTritonShm, {
     ...(options.sharedRegistry !== undefined && { sharedRegistry: options.sharedRegistry }),
     ...(options.grpcPort !== undefined && {
-      grpc: { host: options.grpcHost, port: options.grpcPort, models: modelTable(models, options.modelDelayMs ?? 0), server: { name: SERVER_NAME, version } }
+      grpc: { host: options.grpcHost, port: options.grpcPort, models: table, server: { name: SERVER_NAME, version } }
     })
   })
 
-  app.get('/v2', kserveDoc('serverMetadata', 'Server metadata'), async () => ({
+  await app.register(kserveModels, {
+    models: table,
     name: SERVER_NAME,
     version,
-    extensions: ['binary_tensor_data', 'system_shared_memory']
-  }))
-  app.get('/v2/health/live', kserveDoc('serverLive', 'Server liveness'), async (_request, reply) => reply.send())
-  app.get('/v2/health/ready', kserveDoc('serverReady', 'Server readiness'), async (_request, reply) => reply.send())
-  for (const [base, of] of [['/v2/models/:model', 'model'], ['/v2/models/:model/versions/:version', 'modelVersion']]) {
-    app.get<{ Params: ModelParams }>(base, kserveDoc(`${of}Metadata`, 'Model metadata'), async (request) => metadataOf(modelOf(models, request)))
-    app.get<{ Params: ModelParams }>(`${base}/ready`, kserveDoc(`${of}Ready`, 'Model readiness'), async (request, reply) => {
-      modelOf(models, request)
-      return reply.send()
-    })
-  }
-
-  await app.register(async (inference) => {
-    useInferBodyParser(inference, { bodyLimit: options.bodyLimit ?? 1024 ** 3, jsonLimit: options.jsonLimit })
-    const infer = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
-      const model = modelOf(models, request)
-      const inferRequest = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature })
-      await options.beforeModel?.(request, inferRequest)
-      await run(model, inferRequest, options.modelDelayMs ?? 0)
-      return inferRequest.respond(reply)
-    }
-    inference.post('/v2/models/:model/infer', kserveDoc('modelInfer', 'Inference'), infer)
-    inference.post('/v2/models/:model/versions/:version/infer', kserveDoc('modelVersionInfer', 'Inference'), infer)
+    bodyLimit: options.bodyLimit ?? 1024 ** 3,
+    jsonLimit: options.jsonLimit,
+    ...(options.beforeModel !== undefined && { beforeRun: options.beforeModel })
   })
   return app
 }

@@ -58,6 +58,7 @@ export {
 } from './kserve'
 export { apiFrameworkErrors } from './framework-errors'
 export { ModelTable, serverMetadata, SERVER_EXTENSIONS } from './models'
+export { kserveModels } from './http/models-plugin'
 export { KServeClient, ServerError, SharedMemoryObject, type ClientOptions } from './client'
 export type * from '../types'
 

@@ -66,7 +66,11 @@ t.test('discovery: server metadata, health, model metadata', async (t) => {
   const server = await getJson(`${baseUrl}/v2`)
   t.equal(server.status, 200)
   t.match(server.type, /^application\/json/)
-  t.same(server.body, { name: 'fastify-triton-shm-example', version, extensions: ['binary_tensor_data', 'system_shared_memory'] })
+  t.same(server.body, {
+    name: 'fastify-triton-shm-example',
+    version,
+    extensions: ['model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics']
+  })
 
   for (const route of ['/v2/health/live', '/v2/health/ready', '/v2/models/simple/ready', '/v2/models/simple/versions/1/ready']) {
     t.equal((await fetch(baseUrl + route)).status, 200, route)

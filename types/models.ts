@@ -3,8 +3,10 @@
  * of it, and its run function), and the wire shapes every transport serves from it (KServe V2
  * server and model metadata, Triton's model configuration and statistics).
  */
+import type { FastifyRequest } from 'fastify'
 import type { InferRequest } from '../lib/kserve/infer-request'
-import type { Datatype, ModelSignature, TensorSpec } from './kserve'
+import type { ModelTable } from '../lib/models/model-table'
+import type { Datatype, InferLimits, ModelSignature, TensorSpec } from './kserve'
 
 /**
  * One model (at one or more versions) as the host declares it: its KServe signature (`versions`
@@ -160,4 +162,37 @@ export interface InferCall<Result> {
   beforeRun?(infer: InferRequest): void | Promise<void>
   /** The response, from the outputs the run filled (timed as `compute_output`). */
   respond(infer: InferRequest): Result
+}
+
+/** How the model endpoints appear in a host's OpenAPI document (@fastify/swagger). */
+export interface KServeModelsOpenApiOptions {
+  /** Leave every model endpoint out of the document. Default false. */
+  hide?: boolean
+  /** Tags of the routes. Default `['KServe']`. */
+  tags?: string[]
+  /** Put before every operationId (two registrations in one document need distinct ids). Default none. */
+  operationIdPrefix?: string
+}
+
+/** Options of the `kserveModels` plugin: the KServe V2 server, health and model endpoints. */
+export interface KServeModelsOptions {
+  /** The models to serve (the same table a gRPC service may serve). */
+  models: ModelTable
+  /** The server's name in its metadata (`GET /v2`). Default `fastify-triton-shm`. */
+  name?: string
+  /** The server's version in its metadata. Default `''`: give your service's. */
+  version?: string
+  /** Name of the registry decorator that resolves `shared_memory_region` parameters: the
+   * `decorator` option fastify-triton-shm was registered with. Default `systemSharedMemory`. */
+  decorator?: string
+  /** Largest infer body, JSON and binary data together, in bytes. Default: Fastify's `bodyLimit`. */
+  bodyLimit?: number
+  /** Largest JSON part of an infer body, in bytes. Default 64 MiB, as Triton's. */
+  jsonLimit?: number
+  /** What one infer request may cost (defaults: `DEFAULT_INFER_LIMITS`). */
+  limits?: InferLimits
+  /** Awaited once an infer request is read (it holds its regions), before its model runs: a host's
+   * admission control or tracing. Its time counts as `queue` in the statistics; a throw fails the request. */
+  beforeRun?: (request: FastifyRequest, infer: InferRequest) => void | Promise<void>
+  openapi?: KServeModelsOpenApiOptions
 }

@@ -179,16 +179,23 @@ function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: B
 
 /**
  * Reads the infer request of `request` for `options.model`. Every lease it takes is released when
- * the reply is finished or the connection closes, so a handler cannot forget one.
+ * the reply is finished or the connection closes (also while the reply waits behind pipelined
+ * ones), so a handler cannot forget one.
  */
 export function readInferRequest (request: FastifyRequest, reply: FastifyReply, options: ReadInferRequestOptions): InferRequest {
   const { header, binary } = bodyOf(request)
   const infer = new InferRequest(checkInferRequest(header), binary, options)
+  // A pipelined request's response waits behind the ones sent before it, and Node never closes a
+  // waiting response when its connection goes: the socket's close ends the request too.
+  const socket = request.raw.socket
   const close = () => {
+    reply.raw.off('close', close)
+    socket.off('close', close)
     if (!reply.raw.writableFinished) infer.abandon()
     infer.release()
   }
   reply.raw.once('close', close)
-  if (reply.raw.destroyed) close()
+  socket.once('close', close)
+  if (reply.raw.destroyed || socket.destroyed) close()
   return infer
 }

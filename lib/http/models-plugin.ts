@@ -1,0 +1,66 @@
+/**
+ * The KServe V2 server, health and model endpoints, served from a model table: what Triton's
+ * clients and perf_analyzer call besides the shared memory API. An encapsulated plugin (register
+ * it after fastify-triton-shm, with a `prefix` if wanted): its body parser, serializer and error
+ * shape apply to its routes only.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify'
+import fp from 'fastify-plugin'
+import type { SystemSharedMemoryRegistry } from '../../types'
+import type { KServeModelsOptions } from '../../types/models'
+import { kserveErrorHandler } from '../kserve/error-handler'
+import { useInferBodyParser } from '../kserve/infer-body'
+import { readInferRequest } from '../kserve/infer-request'
+import { serverMetadata } from '../models/server-metadata'
+import { type ModelRoute, modelSchemas } from './model-schemas'
+import { checkModelsOptions } from './models-options'
+
+type ModelRequest = FastifyRequest<{ Params: { model: string, version?: string } }>
+type ModelHandler = (request: ModelRequest, reply: FastifyReply) => Promise<unknown>
+
+/** Health and readiness answer with their status and no body, as Triton does. */
+const empty = (reply: FastifyReply, ready: boolean) => reply.code(ready ? 200 : 400).send()
+
+async function models (app: FastifyInstance, options: KServeModelsOptions) {
+  const { models: table, name, version, decorator, bodyLimit, jsonLimit, limits, beforeRun, openapi } = checkModelsOptions(options)
+  if (!app.hasDecorator(decorator)) {
+    throw new TypeError(`fastify-triton-shm models: no registry at '${decorator}': register fastify-triton-shm first (option 'decorator')`)
+  }
+  const registry = (app as unknown as Record<string, SystemSharedMemoryRegistry>)[decorator]
+  const schemas = modelSchemas(openapi)
+  app.setErrorHandler(kserveErrorHandler)
+  // Bodies are this plugin's own JSON, so no response schema (they document) may filter them.
+  app.setSerializerCompiler(() => (body: unknown) => JSON.stringify(body))
+  useInferBodyParser(app, { bodyLimit, jsonLimit })
+
+  const route = (url: string, of: ModelRoute, handler: ModelHandler, method: 'GET' | 'POST' = 'GET') =>
+    app.route({ method, url, schema: schemas[of][url.includes(':version') ? 'modelVersion' : 'model'], handler: handler as RouteHandlerMethod })
+  const metadata = serverMetadata(name, version)
+  route('/v2', 'serverMetadata', async () => metadata)
+  route('/v2/health/live', 'serverLive', async (_request, reply) => empty(reply, true))
+  route('/v2/health/ready', 'serverReady', async (_request, reply) => empty(reply, table.isReady()))
+  route('/v2/models/stats', 'allModelStatistics', async () => table.statistics())
+
+  const infer = async (request: ModelRequest, reply: FastifyReply) => {
+    const { model, version } = request.params
+    return table.infer(model, version, {
+      read: (signature) => readInferRequest(request, reply, { registry, model: signature, limits }),
+      ...(beforeRun !== undefined && { beforeRun: (inferRequest) => beforeRun(request, inferRequest) }),
+      respond: (inferRequest) => inferRequest.respond(reply)
+    })
+  }
+  for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
+    route(base, 'modelMetadata', async ({ params }: ModelRequest) => table.metadata(params.model, params.version))
+    route(`${base}/ready`, 'modelReady', async ({ params }: ModelRequest, reply) => empty(reply, table.isModelReady(params.model, params.version)))
+    route(`${base}/config`, 'modelConfig', async ({ params }: ModelRequest) => table.config(params.model, params.version))
+    route(`${base}/stats`, 'modelStatistics', async ({ params }: ModelRequest) => table.statistics(params.model, params.version))
+    route(`${base}/infer`, 'modelInfer', infer, 'POST')
+  }
+}
+
+/**
+ * `GET /v2`, `/v2/health/{live,ready}`, `/v2/models/stats` and, at `/v2/models/<m>` and
+ * `/v2/models/<m>/versions/<v>`: metadata, `/ready`, `/config`, `/stats` and `POST /infer`,
+ * every answer from `options.models`. Errors are `{"error": <message>}` with Triton's texts.
+ */
+export const kserveModels = fp(models, { fastify: '5.x', name: 'fastify-triton-shm-models', encapsulate: true })
