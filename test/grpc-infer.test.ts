@@ -7,9 +7,9 @@
 import { type sendUnaryData, type ServerUnaryCall, status } from '@grpc/grpc-js'
 import t, { type Test } from 'tap'
 import { buildInferApp, echoModel, makeMappedObject, registerRegion, sumModel, type TestModel } from './helpers/kserve'
-import { modelInferRequest, modelInferResponse, readModelInferRequest, toServiceError } from '../lib/grpc'
+import { modelInferHandler, modelInferRequest, modelInferResponse, readModelInferRequest, toServiceError } from '../lib/grpc'
 import type { ModelInferRequest, ModelInferResponse } from '../types/grpc'
-import { grpcClient, startHostServer, startServer } from './helpers/grpc'
+import { grpcClient, modelTable, startHostServer, startServer } from './helpers/grpc'
 import { SYSTEM } from './helpers/app'
 
 const int32Bytes = (values: number[]) => Buffer.from(Int32Array.from(values).buffer)
@@ -352,4 +352,20 @@ t.test('ModelInfer served by modelInferHandler names the model\'s latest version
   const request = { model_name: 'simple', inputs: [tensor('INPUT0'), tensor('INPUT1')], raw_input_contents: [int32Bytes(range(16)), int32Bytes(range(16))] }
   t.equal((await client.call('ModelInfer', request)).model_version, '3')
   t.equal((await client.call('ModelInfer', { ...request, model_version: '1' })).model_version, '1')
+})
+
+t.test('cost limits hold over gRPC: too many BYTES elements are refused before any work', async (t) => {
+  const { app } = await buildInferApp(t, [])
+  const registry = app.systemSharedMemory
+  const models = modelTable([echoModel('echo', ['BYTES', 'FP32'])])
+  const port = await startServer(t, { ModelInfer: modelInferHandler({ registry, models, limits: { maxBytesElements: 4, maxOutputBytes: 64 } }) })
+  const client = grpcClient(t, port)
+  const strings = (count: number) => ({ bytes_contents: Array.from({ length: count }, (_value, index) => Buffer.from(String(index))) })
+  const fp32 = (count: number) => ({ name: 'IN_FP32', datatype: 'FP32', shape: [count], contents: { fp32_contents: new Array(count).fill(1) } })
+  const many = await client.fail('ModelInfer', { model_name: 'echo', inputs: [{ name: 'IN_BYTES', datatype: 'BYTES', shape: [5], contents: strings(5) }, fp32(1)] })
+  t.equal(many.code, status.INVALID_ARGUMENT)
+  t.equal(many.details, "tensor 'IN_BYTES' has 5 BYTES elements, more than the server's limit of 4")
+  const within = await client.call('ModelInfer', { model_name: 'echo', inputs: [{ name: 'IN_BYTES', datatype: 'BYTES', shape: [4], contents: strings(4) }, fp32(64)] })
+  t.equal(within.raw_output_contents[1].length, 256, 'outputs as large as the request\'s own bytes pass maxOutputBytes')
+  t.equal(registry.counters().liveLeases, 0)
 })
