@@ -11,6 +11,7 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { bytes, elapsedSeconds, gbPerSecond, ms, num, progress, ratio, table } from './format'
+import { type GrpcPlan, grpcSuite } from './grpc'
 import { type InferPoint, inferSuite } from './infer'
 import { TRANSPORTS, type Transport } from './infer-fixtures'
 import { MemcpyBaseline } from './memcpy'
@@ -43,6 +44,7 @@ interface Plan {
   infer: { sizes: number[], headlineBytes: number, connections: number, targetSeconds: number, rounds: number, maxRequests: number }
   sharedLease: LeasePlan
   sharedInfer: SharedInferPlan
+  grpc: GrpcPlan
 }
 
 const PLANS: Record<Plan['mode'], Plan> = {
@@ -56,7 +58,8 @@ const PLANS: Record<Plan['mode'], Plan> = {
     infer: { sizes: [64 * KiB, MiB, 4 * MiB], headlineBytes: 4 * MiB, connections: 2, targetSeconds: 1.5, rounds: 2, maxRequests: 20_000 },
     onnx: { identityBytes: 4 * MiB, largeBytes: 16 * MiB, smallBytes: MiB, secondsPerRun: 1, rounds: 2, connections: 2, bandwidthSizes: [16 * MiB, 64 * MiB], statusSeconds: 2 },
     sharedLease: { batchSeconds: 0.05, batches: 5 },
-    sharedInfer: { rounds: 4, secondsPerRun: 1, connections: 2, warmupRequests: 2000 }
+    sharedInfer: { rounds: 4, secondsPerRun: 1, connections: 2, warmupRequests: 2000 },
+    grpc: { tensorBytes: 4 * MiB, rounds: 2, secondsPerRun: 1, connections: 2 }
   },
   full: {
     mode: 'full',
@@ -68,7 +71,8 @@ const PLANS: Record<Plan['mode'], Plan> = {
     infer: { sizes: [64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB], headlineBytes: 16 * MiB, connections: 2, targetSeconds: 6, rounds: 3, maxRequests: 100_000 },
     onnx: { identityBytes: 16 * MiB, largeBytes: 64 * MiB, smallBytes: MiB, secondsPerRun: 3, rounds: 3, connections: 2, bandwidthSizes: [16 * MiB, 64 * MiB], statusSeconds: 5 },
     sharedLease: { batchSeconds: 0.2, batches: 9 },
-    sharedInfer: { rounds: 6, secondsPerRun: 3, connections: 2, warmupRequests: 5000 }
+    sharedInfer: { rounds: 6, secondsPerRun: 3, connections: 2, warmupRequests: 5000 },
+    grpc: { tensorBytes: 4 * MiB, rounds: 4, secondsPerRun: 3, connections: 2 }
   }
 }
 
@@ -88,7 +92,9 @@ const GOALS = {
   ortAnonRssGrowthPerRequest: { at: 'most', value: 0 },
   shmAnonRssGrowth: { at: 'most', value: 0.1 },
   sharedRegistryCpuRatio: { at: 'most', value: 1.2 },
-  sharedAcquireReleaseExtraUs: { at: 'most', value: 2 }
+  sharedAcquireReleaseExtraUs: { at: 'most', value: 2 },
+  grpcShmSpeedupVsRaw: { at: 'least', value: 5 },
+  grpcVsHttpCpuRatio: { at: 'most', value: 1.3 }
 } as const
 
 type Headline = keyof typeof GOALS
@@ -172,7 +178,7 @@ async function main () {
   const memcpy = new MemcpyBaseline()
   progress(`compiling bench/server.ts to plain JS and starting it as a child process${profileDir === undefined ? '' : ` (CPU profile to ${profileDir})`}`)
   const server = await ServerProcess.start({ cpuProfileDir: profileDir })
-  let route, modelTable, registerHttp, infer, onnx
+  let route, modelTable, registerHttp, infer, onnx, grpc
   const rssAfter: Record<string, number> = {}
   try {
     rssAfter.start = (await server.stats()).peakRssBytes
@@ -189,6 +195,9 @@ async function main () {
     rssAfter.infer = (await server.stats()).peakRssBytes
     onnx = await onnxSuite(server, plan.onnx)
     rssAfter.onnx = (await server.stats()).peakRssBytes
+    progress(`KServe over gRPC at ${bytes(plan.grpc.tensorBytes)}: shared memory vs raw_input_contents, and vs HTTP, ${plan.grpc.rounds} rounds`)
+    grpc = await grpcSuite(server, plan.grpc)
+    rssAfter.grpc = (await server.stats()).peakRssBytes
   } finally {
     progress('stopping the server child')
     await server.stop()
@@ -263,6 +272,13 @@ async function main () {
       `shm ${bytes(onnx.rssAnon.shm.small)} and ${bytes(onnx.rssAnon.shm.large)}, binary ${bytes(onnx.rssAnon.binary.small)} and ${bytes(onnx.rssAnon.binary.large)}.`,
     'Every output was checked once per model and transport: identity byte for byte, the classifier against its JavaScript reference.']))
 
+  print(table(`KServe over gRPC: add_sub_fp32, ${bytes(grpc.tensorBytes)} tensors, ${plan.grpc.connections} calls in flight`,
+    ['case', 'req/s', 'server CPU/req', 'requests'],
+    ([['grpcShm', 'gRPC, shared memory'], ['grpcRaw', 'gRPC, raw_input_contents / raw_output_contents'], ['httpShm', 'HTTP, shared memory']] as const)
+      .map(([kind, label]) => [label, num(grpc.cases[kind].requestsPerSecond), `${num(grpc.cases[kind].serverCpuMicrosPerRequest)} µs`, grpc.cases[kind].requests]),
+    [`grpcShmSpeedupVsRaw (req/s): ${ratio(grpc.shmSpeedupVsRaw)}; grpcVsHttpCpuRatio (server CPU per shared memory inference, gRPC / HTTP): ${ratio(grpc.cpuRatioVsHttp)}`,
+      `${plan.grpc.rounds} alternating rounds of ${plan.grpc.secondsPerRun} s per case; the clients: GrpcKServeClient and KServeClient (fetch) in the runner.`]))
+
   const headlineBytes = plan.infer.headlineBytes
   const headlineRatios = inferRatios(infer.points, headlineBytes, memcpyResult.movedBytesPerSecond)
   const worstRegister = register.reduce((worst, point) => point.ratio > worst.ratio ? point : worst)
@@ -282,7 +298,9 @@ async function main () {
     ortAnonRssGrowthPerRequest: onnx.anonPerRequest.bytes,
     shmAnonRssGrowth: anonGrowth('shm'),
     sharedRegistryCpuRatio: sharedInfer.cpuRatio,
-    sharedAcquireReleaseExtraUs: (leaseNs.concurrent.shared - leaseNs.concurrent.inProcess) / 1000
+    sharedAcquireReleaseExtraUs: (leaseNs.concurrent.shared - leaseNs.concurrent.inProcess) / 1000,
+    grpcShmSpeedupVsRaw: grpc.shmSpeedupVsRaw,
+    grpcVsHttpCpuRatio: grpc.cpuRatioVsHttp
   }
   const how: Record<Headline, string> = {
     routeRatio: `status / bare req/s, ${route.regions} regions`,
@@ -303,7 +321,9 @@ async function main () {
     shmAnonRssGrowth: `RssAnon rise at ${bytes(onnx.largeBytes)} - at ${bytes(onnx.smallBytes)}, / ${bytes(onnx.largeBytes)} (binary: ${num(anonGrowth('binary'))})`,
     sharedRegistryCpuRatio: `server CPU per request, shm inference at ${bytes(sharedInfer.tensorBytes)}, sharedRegistry / in-process`,
     sharedAcquireReleaseExtraUs: 'µs, acquire + release while another lease is live (alone, first lease + last release: ' +
-      `${num((leaseNs.serial.shared - leaseNs.serial.inProcess) / 1000)} µs extra)`
+      `${num((leaseNs.serial.shared - leaseNs.serial.inProcess) / 1000)} µs extra)`,
+    grpcShmSpeedupVsRaw: `req/s, add_sub_fp32 over gRPC, ${bytes(grpc.tensorBytes)} tensors: shared memory / raw_input_contents`,
+    grpcVsHttpCpuRatio: `server CPU per shared memory inference at ${bytes(grpc.tensorBytes)}, gRPC / HTTP`
   }
   const peakRssBytes = Math.max(...Object.values(rssAfter))
   print(table(`Summary (${plan.mode} run, ${elapsedSeconds().toFixed(0)} s)`, ['figure', 'value', 'goal', 'met', 'measured as'],
@@ -345,7 +365,7 @@ async function main () {
   const suffix = plan.mode === 'quick' ? '-quick' : ''
   const resultsFile = path.join(RESULTS_DIR, `results${suffix}.json`)
   const plotFile = path.join(RESULTS_DIR, `scaling${suffix}.svg`)
-  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
+  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, grpc, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
   writeFileSync(plotFile, renderSvg(`fastify-triton-shm bench (${plan.mode})`,
     `${host.cpus} x ${host.cpuModel}, node ${host.node}; add_sub_fp32, ${plan.infer.connections} connections; ${new Date().toISOString().slice(0, 16)}Z`,
     charts(infer.points, sizes, memcpyResult.movedBytesPerSecond, register, views)))

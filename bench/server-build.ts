@@ -29,6 +29,8 @@ export function buildServer (): string {
   // Dependencies resolve from the project; the addon is found where lib/native-addon looks: <root>/build.
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(directory, 'node_modules'), 'dir')
   symlinkSync(path.join(ROOT, 'build'), path.join(directory, 'build'), 'dir')
+  // The gRPC protocol is read where lib/grpc looks from a checkout: <root>/proto.
+  symlinkSync(path.join(ROOT, 'proto'), path.join(directory, 'proto'), 'dir')
   // The example's ONNX graphs are read beside its compiled models.
   const graphs = path.join(ROOT, 'example', 'onnx')
   mkdirSync(path.join(directory, 'example', 'onnx'), { recursive: true })

@@ -22,7 +22,8 @@ export interface ServerProcessOptions {
 let serverFile: string | undefined
 
 export class ServerProcess {
-  private constructor (readonly child: ChildProcess, readonly url: string) {}
+  /** `grpcAddress`: the server's gRPC listener, `127.0.0.1:<port>`. */
+  private constructor (readonly child: ChildProcess, readonly url: string, readonly grpcAddress: string) {}
 
   static async start (options: ServerProcessOptions = {}): Promise<ServerProcess> {
     const profile = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`]
@@ -39,8 +40,8 @@ export class ServerProcess {
     running.add(child)
     child.once('exit', () => running.delete(child))
     try {
-      const { port } = await waitFor(child, 'listening', START_TIMEOUT_MS)
-      return new ServerProcess(child, `http://127.0.0.1:${port}`)
+      const { port, grpcPort } = await waitFor(child, 'listening', START_TIMEOUT_MS)
+      return new ServerProcess(child, `http://127.0.0.1:${port}`, `127.0.0.1:${grpcPort}`)
     } catch (error) {
       child.kill('SIGKILL')
       throw error

@@ -2,7 +2,8 @@
  * The bench's server child: the example service (plugin, /v2 routes, infer route), plus
  *   GET /bench/bare  a bare Fastify route answering fixed JSON bytes (the route suite's baseline),
  *   GET /bench/rss   this process's memory and CPU time (peak RSS is reported from it),
- *   POST /bench/hand/models/<m>/infer  a hand-written infer route (the model table suite's baseline).
+ *   POST /bench/hand/models/<m>/infer  a hand-written infer route (the model table suite's baseline),
+ * and KServe over gRPC on a port of its own.
  * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path.
  * Started by bench/server-process.ts (compiled by bench/server-build.ts, run on plain node) with an
  * IPC channel: it reports its port, takes the bare route's bytes, and exits when told to or when
@@ -24,7 +25,7 @@ export interface ServerStats {
 }
 
 export type ParentMessage = { type: 'bare', payload: string } | { type: 'stop' }
-export type ChildMessage = { type: 'listening', port: number } | { type: 'bare-set' }
+export type ChildMessage = { type: 'listening', port: number, grpcPort: number } | { type: 'bare-set' }
 
 function stats (): ServerStats {
   const usage = process.resourceUsage()
@@ -43,6 +44,7 @@ async function main () {
     models,
     fastify: { logger: false },
     jsonLimit: 512 * 1024 ** 2,
+    grpcPort: 0,
     sharedRegistry: storePath === undefined ? undefined : { path: storePath }
   })
   let barePayload = Buffer.from('[]')
@@ -80,7 +82,7 @@ async function main () {
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('no TCP address')
-  send({ type: 'listening', port: address.port })
+  send({ type: 'listening', port: address.port, grpcPort: app.tritonGrpc.port as number })
 }
 
 main().catch((error) => {

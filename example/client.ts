@@ -4,9 +4,13 @@
  * no tensor byte crosses the socket. Then an image through `tiny_classifier` (ONNX), checked
  * against the network computed in JavaScript.
  *
- *   npm run example:client -- http://127.0.0.1:8000
+ * With a gRPC address, the same flows run again over gRPC (GRPCInferenceService), on the same
+ * registry.
+ *
+ *   npm run example:client -- http://127.0.0.1:8000 127.0.0.1:8001
  */
 import { randomBytes } from 'node:crypto'
+import { GrpcKServeClient } from '../lib/grpc'
 import { KServeClient, SharedMemoryObject, readBytesElements, serializedSize, writeBytesTensor } from '../lib/index'
 import { classify, testImage } from './onnx/classifier-reference'
 
@@ -27,7 +31,13 @@ export interface ClientOptions {
    * as Triton's clients do when they make a client per call, or one connection per request in flight. */
   headers?: Record<string, string>
   log?: (line: string) => void
+  /** The service's gRPC listener (`host:port`): the flows run over gRPC too. */
+  grpcAddress?: string
 }
+
+/** What the flows call: the HTTP client, or its gRPC face. */
+type ShmClient = Pick<KServeClient, 'registerSystemSharedMemory' | 'unregisterSystemSharedMemory' | 'unregisterCudaSharedMemory' |
+'systemSharedMemoryStatus' | 'infer'>
 
 const shmInput = (name: string, datatype: string, region: string, offset: number, byteSize: number) => ({
   name,
@@ -94,7 +104,7 @@ class Transcript {
   }
 }
 
-async function runSimple (client: KServeClient, transcript: Transcript, suffix: string) {
+async function runSimple (client: ShmClient, transcript: Transcript, suffix: string) {
   const input = createFresh(`/input_simple${suffix}`, 2 * TENSOR_BYTES)
   const output = createFresh(`/output_simple${suffix}`, 2 * TENSOR_BYTES)
   try {
@@ -123,7 +133,7 @@ async function runSimple (client: KServeClient, transcript: Transcript, suffix: 
   }
 }
 
-async function runSimpleString (client: KServeClient, transcript: Transcript, suffix: string) {
+async function runSimpleString (client: ShmClient, transcript: Transcript, suffix: string) {
   const strings0 = Array.from({ length: ELEMENTS }, (_, index) => Buffer.from(String(index)))
   const strings1 = Array.from({ length: ELEMENTS }, () => Buffer.from('1'))
   const [size0, size1] = [serializedSize(strings0), serializedSize(strings1)]
@@ -152,7 +162,7 @@ async function runSimpleString (client: KServeClient, transcript: Transcript, su
   }
 }
 
-async function runClassifier (client: KServeClient, transcript: Transcript, suffix: string) {
+async function runClassifier (client: ShmClient, transcript: Transcript, suffix: string) {
   const image = testImage()
   const classes = 10
   const region = createFresh(`/image${suffix}`, image.byteLength + classes * 4)
@@ -175,21 +185,33 @@ async function runClassifier (client: KServeClient, transcript: Transcript, suff
 
 /** Runs every flow against the server at `baseUrl`. */
 export async function runClient (baseUrl: string, options: ClientOptions = {}): Promise<ClientRun> {
-  const client = new KServeClient(baseUrl, { headers: options.headers })
   const transcript = new Transcript(options.log ?? (() => {}))
   const suffix = options.keySuffix ?? ''
+  await runFlows(new KServeClient(baseUrl, { headers: options.headers }), transcript, suffix)
+  if (options.grpcAddress !== undefined) {
+    const grpc = new GrpcKServeClient(options.grpcAddress)
+    try {
+      transcript.say(`\nthe same flows over gRPC at ${options.grpcAddress}`)
+      await runFlows(grpc, transcript, suffix)
+    } finally {
+      grpc.close()
+    }
+  }
+  return { transcript: transcript.lines, ok: transcript.ok }
+}
+
+async function runFlows (client: ShmClient, transcript: Transcript, suffix: string) {
   await client.unregisterSystemSharedMemory()
   await client.unregisterCudaSharedMemory()
   transcript.say('unregistered all system and CUDA shared memory regions')
   await runSimple(client, transcript, suffix)
   await runSimpleString(client, transcript, suffix)
   await runClassifier(client, transcript, suffix)
-  return { transcript: transcript.lines, ok: transcript.ok }
 }
 
 if (require.main === module) {
   const baseUrl = process.argv[2] ?? 'http://127.0.0.1:8000'
-  runClient(baseUrl, { log: console.log, keySuffix: process.env.KEY_SUFFIX ?? '' })
+  runClient(baseUrl, { log: console.log, keySuffix: process.env.KEY_SUFFIX ?? '', grpcAddress: process.argv[3] })
     .then(({ ok }) => {
       console.log(ok ? 'PASS: every result checked correct' : 'FAIL: some results were wrong')
       process.exit(ok ? 0 : 1)

@@ -11,25 +11,31 @@ import { runClient } from './client'
 
 const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/
 
-interface LogLine { msg?: string, region?: string, key?: string, byteSize?: number }
+/** The plugin's line once its gRPC listener is bound. */
+const GRPC_LISTENING = 'KServe gRPC listening'
+
+interface LogLine { msg?: string, region?: string, key?: string, byteSize?: number, port?: number }
 
 function describe ({ msg, region, key, byteSize }: LogLine): string {
   const details = [region && `region=${region}`, key && `key=${key}`, byteSize && `bytes=${byteSize}`].filter(Boolean)
   return `  [server] ${msg}${details.length > 0 ? ` (${details.join(', ')})` : ''}`
 }
 
-/** Starts the service and resolves with its address once it listens; echoes its log lines. */
-function startServer (): Promise<{ server: ChildProcess, address: string }> {
+/** Starts the service and resolves with its addresses once it listens (HTTP and gRPC); echoes its log lines. */
+function startServer (): Promise<{ server: ChildProcess, address: string, grpcAddress: string }> {
   const server = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'server.ts')], {
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0' },
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0' },
     stdio: ['ignore', 'pipe', 'inherit']
   })
   return new Promise((resolve, reject) => {
     server.once('exit', (code) => reject(new Error(`the service exited with code ${code} before listening`)))
+    let grpcAddress: string | undefined
     createInterface({ input: server.stdout! }).on('line', (line) => {
       const log = JSON.parse(line) as LogLine
+      // The gRPC listener is bound when the app is ready, before the HTTP server listens.
+      if (log.msg === GRPC_LISTENING) grpcAddress = `127.0.0.1:${log.port}`
       const listening = LISTENING.exec(log.msg ?? '')
-      if (listening !== null) resolve({ server, address: listening[1] })
+      if (listening !== null) resolve({ server, address: listening[1], grpcAddress: grpcAddress as string })
       // The shared memory registry's own lines; per-request access logs would drown them.
       if (log.region !== undefined) console.log(describe(log))
     })
@@ -38,11 +44,11 @@ function startServer (): Promise<{ server: ChildProcess, address: string }> {
 
 async function main (): Promise<boolean> {
   const started = process.hrtime.bigint()
-  const { server, address } = await startServer()
+  const { server, address, grpcAddress } = await startServer()
   try {
-    console.log(`service listening at ${address}\n`)
+    console.log(`service listening at ${address}, and over gRPC at ${grpcAddress}\n`)
     // KEY_SUFFIX keeps runs in parallel (a test beside a developer's run) off each other's objects.
-    const { ok } = await runClient(address, { log: (line) => console.log(line), keySuffix: process.env.KEY_SUFFIX })
+    const { ok } = await runClient(address, { log: (line) => console.log(line), keySuffix: process.env.KEY_SUFFIX, grpcAddress })
     return ok
   } finally {
     server.removeAllListeners('exit')

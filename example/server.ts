@@ -3,7 +3,10 @@
  * API, the model endpoints (server and model metadata, readiness, configuration, statistics,
  * inference) served from a model table of the example models.
  *
- *   HOST=127.0.0.1 PORT=8000 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
+ *   HOST=127.0.0.1 PORT=8000 GRPC_PORT=8001 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
+ *
+ * It serves KServe V2 over HTTP on PORT and over gRPC on GRPC_PORT (Triton's ports), one registry
+ * and the same models behind both.
  *
  * WORKERS=4 runs it as 4 node:cluster workers on one port sharing one registry (./cluster.ts).
  * It also serves its API in a browser at /documentation (Swagger UI).
@@ -36,6 +39,10 @@ export interface ServerOptions {
   sharedRegistry?: SharedRegistryOptions
   /** Serve the OpenAPI document and Swagger UI at /documentation (default false). */
   documentation?: boolean
+  /** Also serve KServe V2 over gRPC (Triton's port is 8001; 0: any free port), on `grpcHost`
+   * (default 127.0.0.1). Default: HTTP only. */
+  grpcPort?: number
+  grpcHost?: string
   fastify?: FastifyServerOptions
 }
 
@@ -45,6 +52,8 @@ function declarationOf (model: Model, delayMs: number): ModelDeclaration {
   const { platform } = model.signature
   return { ...model.signature, ...(platform === 'onnxruntime_onnx' && { backend: 'onnxruntime' }), run: (infer) => run(model, infer, delayMs) }
 }
+
+const SERVER_NAME = 'fastify-triton-shm-example'
 
 export async function buildServer (options: ServerOptions = {}): Promise<FastifyInstance> {
   const requestTimeout = options.requestTimeoutMs ?? 60_000
@@ -60,12 +69,19 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   // KServe errors are `{"error": "<message>"}`.
   app.setErrorHandler(kserveErrorHandler)
   const models = options.models ?? await loadModels()
+  // One table: HTTP and gRPC serve the same models.
+  const table = new ModelTable([...models.values()].map((model) => declarationOf(model, options.modelDelayMs ?? 0)))
   if (options.documentation === true) await registerDocumentation(app)
-  await app.register(fastifyTritonShm, options.sharedRegistry === undefined ? {} : { sharedRegistry: options.sharedRegistry })
+  await app.register(fastifyTritonShm, {
+    ...(options.sharedRegistry !== undefined && { sharedRegistry: options.sharedRegistry }),
+    ...(options.grpcPort !== undefined && {
+      grpc: { host: options.grpcHost, port: options.grpcPort, models: table, server: { name: SERVER_NAME, version } }
+    })
+  })
 
   await app.register(kserveModels, {
-    models: new ModelTable([...models.values()].map((model) => declarationOf(model, options.modelDelayMs ?? 0))),
-    name: 'fastify-triton-shm-example',
+    models: table,
+    name: SERVER_NAME,
     version,
     bodyLimit: options.bodyLimit ?? 1024 ** 3,
     jsonLimit: options.jsonLimit,
@@ -90,6 +106,8 @@ async function main () {
     requestTimeoutMs: process.env.EXAMPLE_REQUEST_TIMEOUT_MS === undefined ? undefined : Number(process.env.EXAMPLE_REQUEST_TIMEOUT_MS),
     sharedRegistry: storePath === undefined ? undefined : { path: storePath },
     documentation: true,
+    grpcHost: process.env.HOST ?? '127.0.0.1',
+    grpcPort: Number(process.env.GRPC_PORT ?? 8001),
     fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
   })
   let closing = false

@@ -32,6 +32,9 @@ export const missingField = (field: string) =>
 export const invalidField = (field: string, expected: string) =>
   badRequest(`Shared memory register request field '${field}' must be ${expected}`, 'ERR_SHM_INVALID_FIELD')
 
+export const unrepresentableField = (field: string) =>
+  invalidField(field, `at most ${Number.MAX_SAFE_INTEGER}: larger integers cannot be represented exactly`)
+
 export const invalidBody = (reason: string) =>
   badRequest(`Shared memory register request is invalid: ${reason}`, 'ERR_SHM_INVALID_BODY')
 
@@ -114,6 +117,34 @@ export const invalidUseArgs = (name: string) =>
 
 export const restrictedApi = (header: string) =>
   new SharedMemoryError(403, `This API is restricted, expecting header '${header}'`, 'ERR_SHM_RESTRICTED_API')
+
+// gRPC
+
+/** Over gRPC, Triton's words for the restricted API (its `--grpc-restricted-protocol`). */
+export const restrictedProtocol = (header: string) =>
+  new SharedMemoryError(403, `This protocol is restricted, expecting header '${header}'`, 'ERR_SHM_RESTRICTED_PROTOCOL')
+
+export const invalidParameterType = (parameter: string, tensor: string, expected: string) =>
+  badRequest(`invalid value type for '${parameter}' parameter for tensor '${tensor}', expected ${expected}.`, 'ERR_SHM_INVALID_PARAMETER_TYPE')
+
+export const sharedMemoryParameterWithoutRegion = (parameter: string, tensor: string) =>
+  badRequest(`'${parameter}' can not be specified without 'shared_memory_region' parameter for tensor '${tensor}'`,
+    'ERR_SHM_PARAMETER_WITHOUT_REGION')
+
+export const rawInputContentsCount = (model: string, expected: number, received: number) =>
+  badRequest(`expected ${expected} entries of 'raw_input_contents' (one per input not in shared memory) but got ${received} ` +
+    `for model '${model}'`, 'ERR_SHM_RAW_INPUT_CONTENTS_COUNT')
+
+export const rawAndTypedContents = (input: string) =>
+  badRequest(`contents field must not be specified when using raw_input_contents for '${input}'`, 'ERR_SHM_RAW_AND_TYPED_CONTENTS')
+
+export const contentsAndSharedMemory = (input: string) =>
+  badRequest(`input '${input}' sets both 'contents' and 'shared_memory_region': send its data one way only`,
+    'ERR_SHM_CONTENTS_AND_SHARED_MEMORY')
+
+export const contentsMismatch = (input: string, datatype: string, field: string | undefined) =>
+  badRequest(`contents of input '${input}' do not match its datatype ${datatype}: ` +
+    (field === undefined ? 'send it as raw_input_contents or in shared memory' : `set '${field}' only`), 'ERR_SHM_CONTENTS_MISMATCH')
 
 export const methodNotAllowed = () => new SharedMemoryError(405, 'Method Not Allowed', 'ERR_SHM_METHOD_NOT_ALLOWED')
 

@@ -8,6 +8,7 @@
 import type { FastifyPluginAsync, RegisterOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import type { FastifyTritonShmOptions, SystemSharedMemoryRegistry } from '../types'
+import { type GrpcListener, listenGrpc } from './grpc/grpc-server'
 import { checkOptions, DEFAULT_DECORATOR } from './options'
 import { Registry } from './registry'
 import { routes } from './routes'
@@ -19,12 +20,24 @@ type LogOptions = Pick<RegisterOptions, 'logLevel' | 'logSerializers'>
 const plugin: FastifyPluginAsync<FastifyTritonShmOptions & LogOptions> = async (app, options) => {
   const {
     prefix, decorator = DEFAULT_DECORATOR, allowClientShm = true, restrictedApi, openapi = {}, logLevel, logSerializers,
-    ...registryOptions
+    grpc, ...registryOptions
   } = checkOptions(options)
   const logger = logLevel === undefined ? app.log : app.log.child({}, { level: logLevel })
   const registry = new Registry({ ...registryOptions, logger })
   app.decorate(decorator, registry)
-  app.addHook('onClose', async () => registry.close())
+  let grpcListener: GrpcListener | undefined
+  if (grpc !== undefined) {
+    app.decorate('tritonGrpc', { getter: () => ({ port: grpcListener?.port }) })
+    app.addHook('onReady', async () => {
+      grpcListener = await listenGrpc(grpc, { registry, allowClientShm, restrictedApi, log: logger })
+      logger.info({ port: grpcListener.port }, 'KServe gRPC listening')
+    })
+  }
+  // The gRPC calls in flight end before the registry closes under them.
+  app.addHook('onClose', async () => {
+    await grpcListener?.close()
+    registry.close()
+  })
   await app.register(routes, { prefix, logLevel, logSerializers, registry, allowClientShm, restrictedApi, openapi })
 }
 
@@ -53,6 +66,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The system shared memory registry (decorator name configurable with the `decorator` option). */
     systemSharedMemory: SystemSharedMemoryRegistry
+    /** With the `grpc` option: the gRPC listener's bound port, once the app is ready. */
+    tritonGrpc: { port: number | undefined }
   }
 }
 

@@ -60,6 +60,22 @@ const optionsSchema = {
         operationIdPrefix: { type: 'string' }
       }
     },
+    grpc: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        host: { type: 'string', minLength: 1 },
+        port: { type: 'integer', minimum: 0, maximum: 65535 },
+        models: { type: 'object' },
+        server: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['name', 'version'],
+          properties: { name: { type: 'string' }, version: { type: 'string' } }
+        },
+        limits: { type: 'object' }
+      }
+    },
     // Fastify's own register options, which reach the plugin with the others.
     logLevel: { type: 'string' },
     logSerializers: { type: 'object' }

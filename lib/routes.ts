@@ -3,7 +3,6 @@
  * parser, error shape, access hooks) applies to these routes only and nothing of the host's
  * settings changes their behaviour.
  */
-import { timingSafeEqual } from 'node:crypto'
 import Ajv from 'ajv'
 import type {
   FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, HTTPMethods, preParsingHookHandler,
@@ -12,6 +11,7 @@ import type {
 import type { OpenApiOptions, RegisterRequestBody, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../types'
 import * as errors from './errors'
 import { kserveErrorHandler } from './kserve/error-handler'
+import { carriesSecret } from './restricted-api'
 import { type ApiSchemas, cudaSchemas, type RouteSchema, systemSchemas } from './schemas'
 import { formatValidationError } from './validation-errors'
 
@@ -130,10 +130,7 @@ function headerGate ({ header, value }: { header: string, value: string }): preP
   const expected = Buffer.from(value)
   return async (request) => {
     const sent = request.headers[header.toLowerCase()]
-    // The header must be there: with an empty expected value, a request without it must not pass.
-    const received = Buffer.from(String(sent))
-    const matches = sent !== undefined && received.length === expected.length && timingSafeEqual(received, expected)
-    if (!matches) throw errors.restrictedApi(header)
+    if (!carriesSecret(sent === undefined ? undefined : String(sent), expected)) throw errors.restrictedApi(header)
   }
 }
 

@@ -6,7 +6,6 @@
 import type { FastifySchemaValidationError } from 'fastify/types/schema'
 import * as errors from './errors'
 import type { SharedMemoryError } from './errors'
-import { MAX_SAFE_INTEGER } from './schemas'
 
 const EXPECTED: Record<string, string> = {
   key: 'a string',
@@ -19,8 +18,6 @@ export function formatValidationError (validationErrors: FastifySchemaValidation
   if (keyword === 'required') return errors.missingField(String(params.missingProperty))
   const field = instancePath.slice(1)
   if (field === '') return errors.invalidBody('the body must be a JSON object')
-  if (keyword === 'maximum') {
-    return errors.invalidField(field, `at most ${MAX_SAFE_INTEGER}: larger integers cannot be represented exactly`)
-  }
+  if (keyword === 'maximum') return errors.unrepresentableField(field)
   return errors.invalidField(field, EXPECTED[field])
 }

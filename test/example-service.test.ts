@@ -106,6 +106,18 @@ t.test('an unknown model is 404 {"error"} on every model route', async (t) => {
   }
 })
 
+t.test('runClient over gRPC too: the same flows on the example\'s gRPC listener, every result checked', async (t) => {
+  const { app, baseUrl } = await startExample(t, { grpcPort: 0 })
+  const suffix = randomSuffix()
+  removeLeftoversOnTeardown(t, suffix)
+  const { ok, transcript } = await runClient(baseUrl, { keySuffix: suffix, grpcAddress: `127.0.0.1:${app.tritonGrpc.port}` })
+  t.equal(ok, true, transcript.join('\n'))
+  const overGrpc = transcript.slice(transcript.findIndex((line) => line.includes('the same flows over gRPC')))
+  t.equal(overGrpc.filter((line) => line.startsWith('ok ')).length, 5, 'simple, simple_string and tiny_classifier checked over gRPC')
+  t.notOk(transcript.some((line) => line.startsWith('FAIL')), 'no result was wrong')
+  t.same(app.systemSharedMemory.status(), [], 'every region unregistered over gRPC')
+})
+
 t.test('runClient: Triton\'s simple_http_shm_client flow, checked', async (t) => {
   const { app, baseUrl } = await startExample(t)
   const suffix = randomSuffix()

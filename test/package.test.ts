@@ -75,6 +75,7 @@ t.test('the tarball carries the addon source, the build and a prebuild per platf
   const contents = run('tar', ['-tzf', tarball], packDirectory).split('\n').filter(Boolean)
   t.ok(contents.includes('package/lib/native/shm.c') && contents.includes('package/binding.gyp'), 'ships the addon source')
   t.ok(contents.includes('package/docs/openapi.yaml'), 'ships the OpenAPI document the README links to')
+  t.ok(contents.includes('package/proto/grpc_service.proto'), 'ships the gRPC protocol it serves')
   t.ok(['index.js', 'index.d.ts', 'index.mjs', 'index.d.mts'].every((file) => contents.includes(`package/dist/lib/${file}`)),
     'ships the build, CommonJS and its ESM entry')
   for (const prebuild of Object.values(prebuilds)) {
@@ -142,6 +143,15 @@ t.test('without a compiler, python or make: installs from the prebuild and serve
     error: install,
     runnerError: install
   }, 'fastify-triton-shm/onnxruntime from ESM and CommonJS, without the runtime: the runner too says what to install')
+
+  // So are @grpc/grpc-js and @grpc/proto-loader: the plugin works without them, and the gRPC subpath says what to install.
+  t.throws(() => run(process.execPath, ['-e', "require.resolve('@grpc/grpc-js')"], project, env), '@grpc/grpc-js is not installed')
+  const grpc = run(process.execPath, ['-e',
+    "const { inferenceService } = require('fastify-triton-shm/grpc')\n" +
+    "console.log(require.resolve('fastify-triton-shm/grpc_service.proto').endsWith('proto/grpc_service.proto'))\n" +
+    'try { inferenceService() } catch (error) { console.log(error.message) }'], project, env)
+  t.same(grpc.trim().split('\n'), ['true', "fastify-triton-shm/grpc needs the package '@grpc/proto-loader': npm install @grpc/proto-loader"],
+    'fastify-triton-shm/grpc without its optional peers')
 
   // So is better-sqlite3: a registry without sharedRegistry never loads it; with it, the error says what to install.
   t.throws(() => run(process.execPath, ['-e', "require.resolve('better-sqlite3')"], project, env), 'better-sqlite3 is not installed')

@@ -102,7 +102,24 @@ export interface RegistryLogger {
   debug(object: object, message: string): void
 }
 
+/** The plugin's gRPC listener (`grpc` option): KServe V2 over gRPC on the plugin's registry. */
+export interface GrpcListenerOptions {
+  /** Address to listen on. Default `127.0.0.1`. */
+  host?: string
+  /** Port to listen on; 0 lets the system choose (read it from `app.tritonGrpc.port`). Default 8001, as Triton's. */
+  port?: number
+  /** The models ModelInfer, ModelMetadata, ModelConfig... serve: the table the HTTP routes serve. Default none. */
+  models?: import('../lib/models/model-table').ModelTable
+  /** The server's name and version in `ServerMetadata`. */
+  server?: { name: string, version: string }
+  /** What one inference request may cost. */
+  limits?: import('./kserve').InferLimits
+}
+
 export interface FastifyTritonShmOptions extends Omit<RegistryOptions, 'logger'> {
+  /** Also serve KServe V2 over gRPC (`inference.GRPCInferenceService`) on a second port, with
+   * the shared memory RPCs over this registry; needs `@grpc/grpc-js` and `@grpc/proto-loader`. */
+  grpc?: GrpcListenerOptions
   /** Prefix of every route, e.g. `/triton`. Default: none. */
   prefix?: string
   /** Name of the decorator on the Fastify instance. Default `systemSharedMemory`. */

@@ -9,9 +9,10 @@ import * as errors from '../errors'
 import { HEADER_LENGTH_HEADER, InferBody } from './infer-body'
 import { DEFAULT_INFER_LIMITS } from './infer-limits'
 import { checkInferRequest } from './infer-wire'
-import { BinaryCursor, readInput } from './input-tensors'
+import { BinaryCursor, type InputBytes, readInput } from './input-tensors'
 import {
-  encodeResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets, responseBudgets
+  encodeResponse, type EncodedResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets,
+  responseBudgets
 } from './output-tensors'
 
 export interface ReadInferRequestOptions {
@@ -68,7 +69,10 @@ export class InferRequest {
   readonly #limits: Required<InferLimits>
   readonly #budgets: ResponseBudgets
 
-  constructor (body: InferRequestWire, binary: Buffer, { registry, model, limits }: ReadInferRequestOptions) {
+  /** `bytes` gives the bytes of the inputs that declare them (`binary_data_size`), in order: a
+   * binary body's section after its JSON, or another transport's own source. */
+  constructor (body: InferRequestWire, bytes: Buffer | InputBytes, { registry, model, limits }: ReadInferRequestOptions) {
+    const binary = Buffer.isBuffer(bytes) ? new BinaryCursor(bytes) : bytes
     this.id = body.id
     this.model = model
     this.#limits = { ...DEFAULT_INFER_LIMITS, ...limits }
@@ -77,10 +81,9 @@ export class InferRequest {
     try {
       checkInputNames(body, model)
       checkBatch(body, model)
-      const cursor = new BinaryCursor(binary)
-      const context = { model: model.name, registry, binary: cursor, limits: this.#limits, hold }
+      const context = { model: model.name, registry, binary, limits: this.#limits, hold }
       this.inputs = body.inputs.map((input) => readInput(input, specOfInput(model, input.name, input.datatype, input.shape), context))
-      cursor.finish()
+      binary.finish()
       this.#plans = planOutputs(body, model, registry, hold, [...this.#leases])
     } catch (error) {
       this.release()
@@ -117,6 +120,12 @@ export class InferRequest {
     return data as Data
   }
 
+  /** The response for the outputs the request asked for, with the shared memory ones stored in
+   * their regions: what each transport sends. */
+  encode (): EncodedResponse {
+    return encodeResponse({ model_name: this.model.name, id: this.id }, this.#plans, this.#produced, this.#budgets)
+  }
+
   /**
    * The response body for the outputs the request asked for; sets the reply's headers. The body
    * holds no byte of shared memory, so the request's leases end here: a client slow to read its
@@ -124,7 +133,7 @@ export class InferRequest {
    */
   respond (reply: FastifyReply): string | Buffer {
     try {
-      const { header, binary } = encodeResponse({ model_name: this.model.name, id: this.id }, this.#plans, this.#produced, this.#budgets)
+      const { header, binary } = this.encode()
       dropWhenStalled(reply, this.#limits.sendTimeoutMs)
       if (binary.length === 0) {
         reply.type('application/json')

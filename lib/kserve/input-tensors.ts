@@ -9,11 +9,25 @@ import { bytesTensorFromJson, parseBytesTensor } from './bytes-tensor'
 import { elementBytes, exactElementCount, typedArrayFromJson, typedArrayOver } from './datatypes'
 import { Parameters } from './infer-wire'
 
+/** Where the inputs sent as bytes (not in shared memory) get them, one input after another. */
+export interface InputBytes {
+  /** Bytes of input data the request carries in all (what its response may match in binary outputs). */
+  readonly byteLength: number
+  /** The next input's bytes, of `byteSize` bytes as its request declares. */
+  take(input: string, byteSize: number): Uint8Array
+  /** Throws if bytes are left over. */
+  finish(): void
+}
+
 /** Hands out the binary section of a body in order, one input after another. */
-export class BinaryCursor {
+export class BinaryCursor implements InputBytes {
   #position = 0
 
   constructor (private readonly binary: Buffer) {}
+
+  get byteLength (): number {
+    return this.binary.length
+  }
 
   take (input: string, byteSize: number): Uint8Array {
     if (byteSize > this.binary.length - this.#position) {
@@ -34,7 +48,7 @@ export class BinaryCursor {
 export interface InputContext {
   model: string
   registry: SystemSharedMemoryRegistry
-  binary: BinaryCursor
+  binary: InputBytes
   limits: Required<InferLimits>
   /** Keeps a lease until the response is finished. */
   hold(lease: Lease): void

@@ -177,11 +177,22 @@ function jsonOf ({ spec, data }: ProducedOutput, json: ResponseBudget): string {
   return text as string
 }
 
+/** One output of a response as every transport lists it: its bytes unless in shared memory. */
+export interface EncodedOutput {
+  name: string
+  datatype: TensorSpec['datatype']
+  shape: number[]
+  /** Set for a binary output; undefined for one in shared memory or sent as JSON. */
+  binary?: Uint8Array
+}
+
 export interface EncodedResponse {
   /** The JSON header (the whole body when no output is binary). */
   header: string
   /** Binary output data, in the order of the header's outputs. */
   binary: Uint8Array[]
+  /** Every output, in the order of the header's. */
+  outputs: EncodedOutput[]
 }
 
 /**
@@ -198,15 +209,19 @@ export function encodeResponse (head: { model_name: string, id?: string }, plans
     return { name, plan, output }
   })
   const binary: Uint8Array[] = []
+  const encoded: EncodedOutput[] = []
   const entries = outputs.map(({ name, plan, output }) => {
+    const listed: EncodedOutput = { name, datatype: plan.spec.datatype, shape: output.shape }
+    encoded.push(listed)
     const fields = `"name":${JSON.stringify(name)},"datatype":"${plan.spec.datatype}","shape":${JSON.stringify(output.shape)}`
     if (plan.lease !== undefined) return `{${fields}}`
     if (!plan.binary) return `{${fields},"data":${jsonOf(output, budgets.json)}}`
     const bytes = binaryOf(output, budgets.binary)
     binary.push(bytes)
+    listed.binary = bytes
     return `{${fields},"parameters":{"binary_data_size":${bytes.byteLength}}}`
   })
   for (const { plan, output } of outputs) if (plan.lease !== undefined) storeInSharedMemory(output, plan)
   const id = head.id === undefined ? '' : `,"id":${JSON.stringify(head.id)}`
-  return { header: `{"model_name":${JSON.stringify(head.model_name)}${id},"outputs":[${entries.join(',')}]}`, binary }
+  return { header: `{"model_name":${JSON.stringify(head.model_name)}${id},"outputs":[${entries.join(',')}]}`, binary, outputs: encoded }
 }

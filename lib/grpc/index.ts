@@ -1,0 +1,13 @@
+/**
+ * fastify-triton-shm/grpc: KServe V2 over gRPC (`inference.GRPCInferenceService`, Triton's port
+ * 8001) on the same registry as the HTTP API. @grpc/grpc-js and @grpc/proto-loader are optional
+ * peer dependencies, loaded only here.
+ */
+export { inferenceService, GRPC_LOADER_OPTIONS, MAX_MESSAGE_BYTES, MESSAGE_LIMIT_OPTIONS, PROTO_PATH } from './protocol'
+export { sharedMemoryService } from './shared-memory-service'
+export { modelInferRequest, modelInferResponse, readModelInferRequest } from './model-infer'
+export { modelInferHandler, type ModelInferHandlerOptions } from './model-infer-handler'
+export { inferenceServiceHandlers, type InferenceServiceOptions } from './inference-service'
+export { grpcCodeOf, toServiceError, Status, type ErrorLogger } from './status'
+export type * from '../../types/grpc'
+export { GrpcKServeClient, type GrpcClientOptions } from './client'

@@ -1,0 +1,47 @@
+/**
+ * The whole of `GRPCInferenceService` this package serves, from the registry and the model table
+ * the HTTP API serves: health, server and model metadata, configuration, statistics, ModelInfer
+ * and the shared memory RPCs. RPCs not listed answer UNIMPLEMENTED (grpc-js does).
+ */
+import type { ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
+import type { SystemSharedMemoryRegistry } from '../../types'
+import type { InferLimits } from '../../types/kserve'
+import type { SharedMemoryServiceOptions } from '../../types/grpc'
+import type { ModelTable } from '../models/model-table'
+import { serverMetadata } from '../models/server-metadata'
+import { modelInferHandler } from './model-infer-handler'
+import { sharedMemoryService } from './shared-memory-service'
+import type { ErrorLogger } from './status'
+import { unary } from './unary'
+
+export interface InferenceServiceOptions extends SharedMemoryServiceOptions {
+  registry: SystemSharedMemoryRegistry
+  models: ModelTable
+  /** The server's name and version in `ServerMetadata`. */
+  server: { name: string, version: string }
+  limits?: InferLimits
+  /** Where failures that are not the client's are logged. */
+  log?: ErrorLogger
+}
+
+interface ModelRequest { name: string, version: string }
+
+/** Empty means "not given" in proto3. */
+const given = (value: string) => value === '' ? undefined : value
+
+export function inferenceServiceHandlers (options: InferenceServiceOptions): UntypedServiceImplementation {
+  const { registry, models, server, limits, log } = options
+  const rpc = <Request, Response>(answer: (request: Request) => Response) =>
+    unary((call: ServerUnaryCall<Request, Response>) => answer(call.request), log)
+  return {
+    ServerLive: rpc(() => ({ live: true })),
+    ServerReady: rpc(() => ({ ready: models.isReady() })),
+    ModelReady: rpc(({ name, version }: ModelRequest) => ({ ready: models.isModelReady(name, given(version)) })),
+    ServerMetadata: rpc(() => serverMetadata(server.name, server.version)),
+    ModelMetadata: rpc(({ name, version }: ModelRequest) => models.metadata(name, given(version))),
+    ModelConfig: rpc(({ name, version }: ModelRequest) => ({ config: models.config(name, given(version)) })),
+    ModelStatistics: rpc(({ name, version }: ModelRequest) => models.statistics(given(name), given(version))),
+    ModelInfer: modelInferHandler({ registry, models, limits, log }),
+    ...sharedMemoryService(registry, options, log)
+  }
+}

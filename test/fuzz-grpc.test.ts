@@ -1,0 +1,141 @@
+/**
+ * Property-based fuzzing of the gRPC face with fast-check, over a real connection on 127.0.0.1:
+ * malformed ModelInfer messages (wrong parameter types, huge and negative shapes, raw contents
+ * counts that do not match, typed contents of any kind) and random shared memory calls. Whatever
+ * arrives: every call answers a status (never UNKNOWN, never INTERNAL except where Triton answers
+ * it), the process lives, and no lease is left behind.
+ */
+import { credentials, makeGenericClientConstructor, type ServiceError, status } from '@grpc/grpc-js'
+import fc from 'fast-check'
+import t from 'tap'
+import { grpcClient, modelTable, startServer } from './helpers/grpc'
+import { inferenceServiceHandlers } from '../lib/grpc'
+import { buildApp } from './helpers/app'
+import { echoModel, sumModel } from './helpers/kserve'
+import { makeObject, PAGE_SIZE } from './helpers/shm'
+
+const RUNS = 1_000
+
+const number64 = fc.oneof(
+  fc.constantFrom('0', '1', '-1', '64', '128', '4096', '9007199254740993', '9223372036854775807', '-9223372036854775808'),
+  fc.integer({ min: -10, max: 2 * PAGE_SIZE }).map(String)
+)
+
+const parameter = fc.oneof(
+  fc.record({ string_param: fc.oneof(fc.constantFrom('region', 'nowhere', ''), fc.string({ maxLength: 8 })) }),
+  fc.record({ int64_param: number64 }),
+  fc.record({ uint64_param: number64.filter((value) => !value.startsWith('-')) }),
+  fc.record({ bool_param: fc.boolean() }),
+  fc.record({ double_param: fc.double() }),
+  fc.constant({})
+)
+
+const parameters = fc.dictionary(
+  fc.constantFrom('shared_memory_region', 'shared_memory_offset', 'shared_memory_byte_size', 'binary_data', 'binary_data_size', 'other'),
+  parameter, { maxKeys: 4 })
+
+const contents = fc.oneof(
+  fc.constant(undefined),
+  fc.record({
+    int_contents: fc.array(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), { maxLength: 40 }),
+    fp32_contents: fc.array(fc.float(), { maxLength: 4 }),
+    int64_contents: fc.array(number64, { maxLength: 4 }),
+    bytes_contents: fc.array(fc.uint8Array({ maxLength: 8 }).map((bytes) => Buffer.from(bytes)), { maxLength: 4 })
+  }, { requiredKeys: [] })
+)
+
+const shape = fc.array(fc.oneof(fc.integer({ min: -2, max: 20 }), fc.constantFrom(16, 2 ** 31, 2 ** 53, '9223372036854775807')), { maxLength: 4 })
+
+const input = fc.record({
+  name: fc.constantFrom('INPUT0', 'INPUT1', 'IN_FP32', 'IN_BYTES', 'X', ''),
+  datatype: fc.constantFrom('INT32', 'FP32', 'BYTES', 'FP16', 'INT8', 'UINT64', 'INT33', ''),
+  shape,
+  parameters,
+  contents
+}, { requiredKeys: ['name', 'datatype', 'shape'] })
+
+const request = fc.record({
+  model_name: fc.constantFrom('simple', 'echo', 'nothing', ''),
+  model_version: fc.constantFrom('', '1', '2', 'x'),
+  inputs: fc.array(input, { maxLength: 3 }),
+  outputs: fc.array(fc.record({ name: fc.constantFrom('OUTPUT0', 'OUTPUT1', 'OUT_FP32', 'Y'), parameters }), { maxLength: 3 }),
+  raw_input_contents: fc.array(fc.uint8Array({ maxLength: 80 }).map((bytes) => Buffer.from(bytes)), { maxLength: 3 })
+}, { requiredKeys: ['model_name', 'inputs'] })
+
+/** Codes a refusal may take (INTERNAL only for Triton's: an output region too small, shm_open). */
+const REFUSALS = [status.INVALID_ARGUMENT, status.NOT_FOUND, status.ALREADY_EXISTS, status.UNAVAILABLE, status.INTERNAL]
+
+t.test('random ModelInfer and shared memory calls: a status for each, nothing left held', async (t) => {
+  const app = await buildApp(t)
+  const registry = app.systemSharedMemory
+  const key = makeObject(t, 2 * PAGE_SIZE)
+  registry.register('region', { key, byteSize: 2 * PAGE_SIZE })
+  const models = modelTable([sumModel(), echoModel('echo', ['FP32', 'BYTES'])])
+  const port = await startServer(t, inferenceServiceHandlers({ registry, models, server: { name: 'fuzz', version: '0' } }))
+  const client = grpcClient(t, port)
+  const codes = new Map<number, number>()
+  await fc.assert(fc.asyncProperty(request, async (message) => {
+    let code = status.OK
+    try {
+      await client.call('ModelInfer', message)
+    } catch (error) {
+      code = (error as { code: number }).code
+      if (!REFUSALS.includes(code)) throw new Error(`answered ${status[code]}: ${(error as Error).message}`)
+      if (code === status.INTERNAL && !/should be at least/.test((error as { details: string }).details)) {
+        throw new Error(`INTERNAL without cause: ${(error as { details: string }).details}`)
+      }
+    }
+    codes.set(code, (codes.get(code) ?? 0) + 1)
+    return registry.counters().liveLeases === 0
+  }), { numRuns: RUNS })
+  t.ok((codes.get(status.INVALID_ARGUMENT) ?? 0) > 0, `refusals seen: ${JSON.stringify(Object.fromEntries(codes))}`)
+  t.same(registry.status().map(({ name }) => name), ['region'], 'the registry is as it was')
+
+  await fc.assert(fc.asyncProperty(
+    fc.constantFrom('SystemSharedMemoryRegister', 'SystemSharedMemoryStatus', 'CudaSharedMemoryRegister', 'CudaSharedMemoryStatus'),
+    fc.record({ name: fc.constantFrom('', 'region', 'other'), key: fc.constantFrom('', '/', key, '/nothing_here', '/a/b'), offset: number64.filter((value) => !value.startsWith('-')), byte_size: number64.filter((value) => !value.startsWith('-')) }),
+    async (method, message) => {
+      try {
+        await client.call(method, message)
+      } catch (error) {
+        const code = (error as { code: number }).code
+        if (!REFUSALS.includes(code)) throw new Error(`${method} answered ${status[code]}`)
+      }
+      registry.unregister('other')
+      return true
+    }), { numRuns: 300 })
+  t.ok(registry.has('region'), 'the fuzzed registers never removed a region')
+})
+
+t.test('malformed protobuf bytes to every RPC: a status for each (never UNKNOWN), and the server serves on', async (t) => {
+  const app = await buildApp(t)
+  const registry = app.systemSharedMemory
+  const port = await startServer(t, inferenceServiceHandlers({ registry, models: modelTable([sumModel()]), server: { name: 'fuzz', version: '0' } }))
+  const bytes = (value: Buffer) => value
+  const names = ['ModelInfer', 'SystemSharedMemoryRegister', 'SystemSharedMemoryStatus', 'SystemSharedMemoryUnregister', 'CudaSharedMemoryRegister',
+    'ModelMetadata', 'ModelConfig', 'ModelStatistics', 'ModelReady', 'ServerMetadata']
+  const Client = makeGenericClientConstructor(Object.fromEntries(names.map((name) => [name, {
+    path: `/inference.GRPCInferenceService/${name}`,
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: bytes,
+    requestDeserialize: bytes,
+    responseSerialize: bytes,
+    responseDeserialize: bytes
+  }])), 'GRPCInferenceService')
+  const raw = new Client(`127.0.0.1:${port}`, credentials.createInsecure())
+  t.teardown(() => raw.close())
+  const call = (name: string, message: Buffer) => new Promise<ServiceError | null>((resolve) =>
+    (raw as unknown as Record<string, (request: Buffer, callback: (error: ServiceError | null) => void) => void>)[name](message, resolve))
+  const codes = new Map<string, number>()
+  await fc.assert(fc.asyncProperty(fc.constantFrom(...names), fc.uint8Array({ maxLength: 200 }), async (name, message) => {
+    const error = await call(name, Buffer.from(message))
+    const code = error?.code ?? status.OK
+    codes.set(status[code], (codes.get(status[code]) ?? 0) + 1)
+    // INTERNAL is grpc-js's answer to bytes that are no message; a handler's own bug would be 'Internal Server Error'.
+    if (code === status.INTERNAL && error?.details === 'Internal Server Error') throw new Error(`${name}: a handler failed on ${Buffer.from(message).toString('hex')}`)
+    return code !== status.UNKNOWN && registry.counters().liveLeases === 0
+  }), { numRuns: RUNS })
+  t.ok((codes.get('INTERNAL') ?? 0) + (codes.get('INVALID_ARGUMENT') ?? 0) > 0, `codes seen: ${JSON.stringify(Object.fromEntries(codes))}`)
+  t.same(await grpcClient(t, port).call('ServerLive'), { live: true }, 'the server still serves')
+})

@@ -1,0 +1,99 @@
+/**
+ * KServe V2 over gRPC (`inference.GRPCInferenceService`, fastify-triton-shm/grpc): the messages
+ * this package serves, as grpc-js hands them to handlers when the protocol is loaded with
+ * `GRPC_LOADER_OPTIONS` (field names as in the .proto, 64-bit integers as decimal strings, every
+ * field present with its default, `bytes` as Buffers). Messages sent may give 64-bit integers as
+ * numbers.
+ */
+
+export type ParameterChoice = 'bool_param' | 'int64_param' | 'string_param' | 'double_param' | 'uint64_param'
+
+/** A request or tensor parameter: one of its fields is set, named by `parameter_choice`. */
+export interface InferParameter {
+  parameter_choice?: ParameterChoice
+  bool_param?: boolean
+  int64_param?: string | number
+  string_param?: string
+  double_param?: number
+  uint64_param?: string | number
+}
+
+export type InferParameters = Record<string, InferParameter>
+
+/** A tensor's elements by type (the typed alternative to `raw_input_contents`). */
+export interface InferTensorContents {
+  bool_contents: boolean[]
+  /** INT8, INT16, INT32. */
+  int_contents: number[]
+  int64_contents: string[]
+  /** UINT8, UINT16, UINT32. */
+  uint_contents: number[]
+  uint64_contents: string[]
+  fp32_contents: number[]
+  fp64_contents: number[]
+  bytes_contents: Buffer[]
+}
+
+export interface InferInputTensor {
+  name: string
+  datatype: string
+  shape: string[]
+  parameters: InferParameters
+  contents: InferTensorContents | null
+}
+
+export interface InferRequestedOutputTensor {
+  name: string
+  parameters: InferParameters
+}
+
+export interface ModelInferRequest {
+  model_name: string
+  model_version: string
+  id: string
+  parameters: InferParameters
+  inputs: InferInputTensor[]
+  outputs: InferRequestedOutputTensor[]
+  /** The bytes of each input not in shared memory and without `contents`, in the order of `inputs`. */
+  raw_input_contents: Buffer[]
+}
+
+export interface InferOutputTensor {
+  name: string
+  datatype: string
+  shape: number[]
+}
+
+export interface ModelInferResponse {
+  model_name: string
+  model_version: string
+  id: string
+  outputs: InferOutputTensor[]
+  /** Aligned with `outputs`: each output's bytes, empty for an output written into shared memory. */
+  raw_output_contents: Uint8Array[]
+}
+
+export interface RegionStatusMessage {
+  name: string
+  key: string
+  offset: number | string
+  byte_size: number | string
+}
+
+export interface SystemSharedMemoryStatusRequest { name: string }
+export interface SystemSharedMemoryStatusResponse { regions: Record<string, RegionStatusMessage> }
+export interface SystemSharedMemoryRegisterRequest { name: string, key: string, offset: string, byte_size: string }
+export interface SystemSharedMemoryUnregisterRequest { name: string }
+export interface CudaSharedMemoryStatusRequest { name: string }
+export interface CudaSharedMemoryStatusResponse { regions: Record<string, { name: string, device_id: number | string, byte_size: number | string }> }
+export interface CudaSharedMemoryRegisterRequest { name: string, raw_handle: Buffer, device_id: string, byte_size: string }
+export interface CudaSharedMemoryUnregisterRequest { name: string }
+
+/** Options of the shared memory service over gRPC, as the plugin's of the same names. */
+export interface SharedMemoryServiceOptions {
+  /** When false, register and both system unregisters answer UNIMPLEMENTED (status still works). Default true. */
+  allowClientShm?: boolean
+  /** Serve the shared memory RPCs only to calls whose metadata carries this header with this
+   * value (else UNAVAILABLE, as Triton's `--grpc-restricted-protocol`). */
+  restrictedApi?: { header: string, value: string }
+}
