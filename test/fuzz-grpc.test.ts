@@ -5,10 +5,10 @@
  * arrives: every call answers a status (never UNKNOWN, never INTERNAL except where Triton answers
  * it), the process lives, and no lease is left behind.
  */
-import { credentials, makeGenericClientConstructor, type ServiceError, status } from '@grpc/grpc-js'
+import { status } from '@grpc/grpc-js'
 import fc from 'fast-check'
 import t from 'tap'
-import { grpcClient, modelTable, startServer } from './helpers/grpc'
+import { grpcClient, modelTable, rawGrpcClient, startServer } from './helpers/grpc'
 import { inferenceServiceHandlers } from '../lib/grpc'
 import { buildApp } from './helpers/app'
 import { echoModel, sumModel } from './helpers/kserve'
@@ -111,22 +111,9 @@ t.test('malformed protobuf bytes to every RPC: a status for each (never UNKNOWN)
   const app = await buildApp(t)
   const registry = app.systemSharedMemory
   const port = await startServer(t, inferenceServiceHandlers({ registry, models: modelTable([sumModel()]), server: { name: 'fuzz', version: '0' } }))
-  const bytes = (value: Buffer) => value
   const names = ['ModelInfer', 'SystemSharedMemoryRegister', 'SystemSharedMemoryStatus', 'SystemSharedMemoryUnregister', 'CudaSharedMemoryRegister',
     'ModelMetadata', 'ModelConfig', 'ModelStatistics', 'ModelReady', 'ServerMetadata']
-  const Client = makeGenericClientConstructor(Object.fromEntries(names.map((name) => [name, {
-    path: `/inference.GRPCInferenceService/${name}`,
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: bytes,
-    requestDeserialize: bytes,
-    responseSerialize: bytes,
-    responseDeserialize: bytes
-  }])), 'GRPCInferenceService')
-  const raw = new Client(`127.0.0.1:${port}`, credentials.createInsecure())
-  t.teardown(() => raw.close())
-  const call = (name: string, message: Buffer) => new Promise<ServiceError | null>((resolve) =>
-    (raw as unknown as Record<string, (request: Buffer, callback: (error: ServiceError | null) => void) => void>)[name](message, resolve))
+  const call = rawGrpcClient(t, port, names)
   const codes = new Map<string, number>()
   await fc.assert(fc.asyncProperty(fc.constantFrom(...names), fc.uint8Array({ maxLength: 200 }), async (name, message) => {
     const error = await call(name, Buffer.from(message))

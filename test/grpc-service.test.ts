@@ -2,12 +2,12 @@
  * The health, metadata, configuration and statistics RPCs over a real gRPC connection, from the
  * model table the HTTP routes use; RPCs this package does not serve answer UNIMPLEMENTED.
  */
-import { credentials, makeGenericClientConstructor, type ServiceError, status } from '@grpc/grpc-js'
+import { status } from '@grpc/grpc-js'
 import t, { type Test } from 'tap'
 import { inferenceServiceHandlers } from '../lib/grpc'
 import { Registry } from '../lib/index'
 import { SERVER_EXTENSIONS } from '../lib/models'
-import { grpcClient, modelTable, startServer } from './helpers/grpc'
+import { grpcClient, modelTable, rawGrpcClient, startServer } from './helpers/grpc'
 import { sumModel } from './helpers/kserve'
 
 async function setup (t: Test) {
@@ -73,22 +73,10 @@ t.test('statistics count gRPC inferences', async (t) => {
 
 t.test('RPCs this package does not serve answer UNIMPLEMENTED', async (t) => {
   const { port } = await setup(t)
-  const bytes = (value: Buffer) => value
-  const methods = Object.fromEntries(['RepositoryIndex', 'ModelStreamInfer', 'TraceSetting', 'LogSettings'].map((name) => [name, {
-    path: `/inference.GRPCInferenceService/${name}`,
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: bytes,
-    requestDeserialize: bytes,
-    responseSerialize: bytes,
-    responseDeserialize: bytes
-  }]))
-  const Client = makeGenericClientConstructor(methods, 'GRPCInferenceService')
-  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure())
-  t.teardown(() => client.close())
-  for (const name of Object.keys(methods)) {
-    const error = await new Promise<ServiceError>((resolve) =>
-      (client as unknown as Record<string, (request: Buffer, callback: (error: ServiceError) => void) => void>)[name](Buffer.alloc(0), resolve))
+  const methods = ['RepositoryIndex', 'ModelStreamInfer', 'TraceSetting', 'LogSettings']
+  const call = rawGrpcClient(t, port, methods)
+  for (const name of methods) {
+    const error = await call(name, Buffer.alloc(0))
     t.equal(error?.code, status.UNIMPLEMENTED, name)
   }
 })

@@ -3,7 +3,9 @@
  * host would build it from the package's parts, and a grpc-js client calling it. Both are closed
  * when the test ends.
  */
-import { credentials, Metadata, Server, ServerCredentials, type ServiceError, type UntypedServiceImplementation } from '@grpc/grpc-js'
+import {
+  credentials, makeGenericClientConstructor, Metadata, Server, ServerCredentials, type ServiceError, type UntypedServiceImplementation
+} from '@grpc/grpc-js'
 import type { Test } from 'tap'
 import { inferenceService, MESSAGE_LIMIT_OPTIONS, modelInferHandler, sharedMemoryService } from '../../lib/grpc'
 import { ModelTable } from '../../lib/models'
@@ -80,4 +82,27 @@ export async function startHostServer (t: Test, registry: SystemSharedMemoryRegi
     ModelInfer: modelInferHandler({ registry, models: modelTable(models) })
   })
   return { port, client: grpcClient(t, port) }
+}
+
+/** Calls `method` of GRPCInferenceService with `message` sent as it is (no protobuf encoding): the
+ * error it answers, or null. */
+export type RawCall = (method: string, message: Buffer) => Promise<ServiceError | null>
+
+/** A client of the RPCs `methods` that sends and receives bytes, unencoded: for messages no proto
+ * client would make, and RPCs the package does not serve. Closed when the test ends. */
+export function rawGrpcClient (t: Test, port: number, methods: string[]): RawCall {
+  const bytes = (value: Buffer) => value
+  const Client = makeGenericClientConstructor(Object.fromEntries(methods.map((name) => [name, {
+    path: `/inference.GRPCInferenceService/${name}`,
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: bytes,
+    requestDeserialize: bytes,
+    responseSerialize: bytes,
+    responseDeserialize: bytes
+  }])), 'GRPCInferenceService')
+  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure())
+  t.teardown(() => client.close())
+  const calls = client as unknown as Record<string, (request: Buffer, callback: (error: ServiceError | null) => void) => void>
+  return async (method, message) => await new Promise((resolve) => calls[method](message, resolve))
 }
