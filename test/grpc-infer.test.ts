@@ -119,6 +119,17 @@ t.test('typed contents, of every datatype that has a field', async (t) => {
   t.same([...raw('BYTES')], [3, 0, 0, 0, ...Buffer.from('one'), 0, 0, 0, 0], 'BYTES serialized with their lengths')
 })
 
+t.test('typed contents of FP16 and BF16, which no field holds: refused, saying how to send them', async (t) => {
+  const { client } = await setup(t, [echoModel('half', ['FP16']), echoModel('brain', ['BF16'])])
+  for (const [model, datatype] of [['half', 'FP16'], ['brain', 'BF16']]) {
+    const error = await client.fail('ModelInfer', {
+      model_name: model, inputs: [{ name: `IN_${datatype}`, datatype, shape: [2], contents: { fp32_contents: [0.5, 1] } }]
+    })
+    t.equal(error.code, status.INVALID_ARGUMENT, datatype)
+    t.equal(error.details, `contents of input 'IN_${datatype}' do not match its datatype ${datatype}: send it as raw_input_contents or in shared memory`)
+  }
+})
+
 t.test('one input from shared memory, the other raw', async (t) => {
   const { app, client } = await setup(t)
   await simpleRegions(t, app)
