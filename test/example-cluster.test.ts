@@ -73,7 +73,7 @@ class Service extends EventEmitter {
 function startService (t: Test, env: Record<string, string>): Service {
   const child = spawn(process.execPath, ['--import', 'tsx', SERVER], {
     // No coverage from it: tap would merge the numbers of its tsx-compiled code with this process's.
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', _TAPJS_PROCESSINFO_COVERAGE_: '0', ...env },
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', LOG_LEVEL: 'info', _TAPJS_PROCESSINFO_COVERAGE_: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true
   })
