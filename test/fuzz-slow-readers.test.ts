@@ -25,7 +25,7 @@ const output = fc.constantFrom('binary', 'json', 'shm')
 const byteSize = fc.oneof(fc.integer({ min: 1, max: 4096 }), fc.constantFrom(MiB, 8 * MiB, 24 * MiB))
 
 t.test(`${RUNS} rounds of clients that stop, close or dribble: regions unregister, stalls are dropped, nothing leaks`, async (t) => {
-  const { app, seen } = await buildInferApp(t, [echoModel('m', ['UINT8'])], { limits: { sendTimeoutMs: 300 } })
+  const { app, seen } = await buildInferApp(t, [echoModel('m', ['UINT8'])], { limits: { sendTimeoutMs: 1000 } })
   const port = await listenLocally(t, app)
   const object = makeMappedObject(t, OBJECT_BYTES, 'fuzz_slow')
   const registry = app.systemSharedMemory
