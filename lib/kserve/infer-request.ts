@@ -2,6 +2,7 @@
  * One inference request, read for a model: its inputs as tensors, storage for its outputs, and the
  * response. Shared memory it uses is leased until the response is finished or the client goes away.
  */
+import type { Socket } from 'node:net'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
 import type { InferLimits, InferRequestWire, ModelSignature, Tensor, TensorData, TensorSpec } from '../../types/kserve'
@@ -209,14 +210,34 @@ export function readInferRequest (request: FastifyRequest, reply: FastifyReply, 
   // A pipelined request's response waits behind the ones sent before it, and Node never closes a
   // waiting response when its connection goes: the socket's close ends the request too.
   const socket = request.raw.socket
+  let forgetSocket = () => {}
   const close = () => {
     reply.raw.off('close', close)
-    socket.off('close', close)
+    forgetSocket()
     if (!reply.raw.writableFinished) infer.abandon()
     infer.release()
   }
   reply.raw.once('close', close)
-  socket.once('close', close)
   if (reply.raw.destroyed || socket.destroyed) close()
+  else forgetSocket = onSocketClose(socket, close)
   return infer
+}
+
+const SOCKET_CLOSES = Symbol('fastify-triton-shm: infer requests ended by this socket\'s close')
+
+type ClosingSocket = Socket & { [SOCKET_CLOSES]?: Set<() => void> }
+
+/** Calls `close` when `socket` closes, through one listener per socket however many requests are
+ * pipelined on it (a listener each would pile up past Node's warning limit). Returns the undo. */
+function onSocketClose (socket: ClosingSocket, close: () => void): () => void {
+  const closes = socket[SOCKET_CLOSES] ?? watchClose(socket)
+  closes.add(close)
+  return () => { closes.delete(close) }
+}
+
+function watchClose (socket: ClosingSocket): Set<() => void> {
+  const closes = new Set<() => void>()
+  socket[SOCKET_CLOSES] = closes
+  socket.once('close', () => { for (const close of closes) close() })
+  return closes
 }
