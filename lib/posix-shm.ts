@@ -7,8 +7,9 @@ import { getSystemErrorName } from 'node:util'
 import { isArrayBuffer } from 'node:util/types'
 import { nativeAddon } from './native-addon'
 
-/** The addon's handle to one mapping (an external value); any of its windows stands for it too. */
-type MappingHandle = object
+/** The addon's handle to one mapping (a number, lib/native/handles.h); any of its windows stands
+ * for it too. A handle released or unmapped names nothing any more. */
+type MappingHandle = number
 
 interface Addon {
   map(key: string, offset: number, byteSize: number): MappingHandle
@@ -16,7 +17,10 @@ interface Addon {
   window(mapping: MappingHandle | ArrayBuffer, offset: number, byteSize: number): ArrayBuffer
   /** The mapped object as `<device>:<inode>`. */
   identity(mapping: MappingHandle | ArrayBuffer): string
+  /** Unmaps, and releases a handle. */
   unmap(mapping: MappingHandle | ArrayBuffer): boolean
+  /** Lets go of a handle without unmapping: the mapping goes with the last of its windows. */
+  release(mapping: MappingHandle): void
   intact(mapping: MappingHandle | ArrayBuffer): boolean
   create(key: string, byteSize: number): void
   unlink(key: string): void
@@ -69,6 +73,10 @@ function call<T> (operation: () => T): T {
  * and shared. Its bytes are seen through windows: ArrayBuffers over parts of it, each at most
  * `MappedRange.maxWindowBytes` long, so a range larger than the largest ArrayBuffer this Node
  * allows is mapped once and still reachable everywhere. `unmap` detaches every window first.
+ *
+ * A range is held like a file descriptor: `unmap` it when done. One dropped without `unmap` stays
+ * mapped (with its descriptor open) until its thread's Node environment ends, when the addon
+ * unmaps what is left. No finalizer watches it: one would add about a tenth to every register.
  */
 export class MappedRange {
   /** The largest ArrayBuffer this Node makes over outside memory (2^32 bytes on Node 20). */
@@ -116,10 +124,7 @@ export class MappedRange {
  * created here) and be large enough.
  */
 export function mapObject (key: string, offset: number, byteSize: number): ArrayBuffer {
-  const range = new MappedRange(key, offset, byteSize)
-  if (range.whole !== undefined) return range.whole
-  range.unmap()
-  throw new PosixShmError('ERR_SHM_WINDOW_TOO_LARGE')
+  return soleWindow(call(() => addon.map(key, offset, byteSize)), byteSize)
 }
 
 /**
@@ -128,8 +133,19 @@ export function mapObject (key: string, offset: number, byteSize: number): Array
  * the directory it is in. `isIntact` and `unmapObject` take the buffer.
  */
 export function mapFile (path: string, byteSize: number): ArrayBuffer {
-  // A window that cannot be made leaves the handle to the collector, which unmaps it.
-  return call(() => addon.window(addon.mapFile(path, byteSize), 0, byteSize))
+  return soleWindow(call(() => addon.mapFile(path, byteSize)), byteSize)
+}
+
+/** One window over the whole of a new mapping, which then owns it: the mapping goes with
+ * `unmapObject` or with the buffer's collection. */
+function soleWindow (handle: MappingHandle, byteSize: number): ArrayBuffer {
+  try {
+    if (byteSize > MappedRange.maxWindowBytes) throw new PosixShmError('ERR_SHM_WINDOW_TOO_LARGE')
+    return call(() => addon.window(handle, 0, byteSize))
+  } finally {
+    // The handle lets go: the window holds the mapping now, or, without one, this unmaps it.
+    addon.release(handle)
+  }
 }
 
 /**

@@ -3,14 +3,16 @@
  * with the object's file, detaching on unmap, typed errors, and no descriptor ever left open.
  */
 import { execFile } from 'node:child_process'
+import { once } from 'node:events'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
+import { Worker } from 'node:worker_threads'
 import t, { type Test } from 'tap'
 import { createObject, isIntact, mapFile, mapObject, MappedRange, PosixShmError, unlinkObject, unmapObject } from '../lib/posix-shm'
 import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, shmMappings, uniqueKey, unlinkOnTeardown, writeObjectFile } from './helpers/shm'
-import { collectGarbage } from './helpers/observe'
+import { collectGarbage, fdsOf } from './helpers/observe'
 import { makeDirectory, makeFifo } from './helpers/special-objects'
 
 const run = promisify(execFile)
@@ -458,22 +460,49 @@ t.test('two ranges of one object name the same object, whatever the key; other o
   t.not(ranges[2].object, ranges[0].object, 'another object')
 })
 
-t.test('windows outlive a collected MappedRange, and the mapping goes with the last of them', async (t) => {
-  const key = makeObject(t, PAGE_SIZE, 'outlive')
-  let window: ArrayBuffer | undefined = (() => new MappedRange(key, 0, PAGE_SIZE).window(0, 8))()
+t.test('an unmapped range names nothing, even once another mapping takes its place in the addon', async (t) => {
+  const key = makeObject(t, PAGE_SIZE, 'stale')
+  const otherKey = makeObject(t, PAGE_SIZE, 'stale_other')
+  const first = new MappedRange(key, 0, PAGE_SIZE)
+  const window = new Uint8Array(first.window(0, 8))
+  t.equal(first.unmap(), true)
+  // The addon hands out the freed place again: the old range must not reach the new mapping.
+  const second = new MappedRange(otherKey, 0, PAGE_SIZE)
+  t.teardown(() => { second.unmap() })
+  t.equal(first.unmap(), false, 'the old range unmaps nothing')
+  t.notOk(first.intact, 'and is not intact')
+  throwsShm(t, () => first.window(0, 1), 'ERR_SHM_UNMAPPED', undefined, 'no window of the old range')
+  t.equal(window.length, 0, 'its window stays detached')
+  t.equal(mappingsOf(otherKey).length, 1, 'the new mapping is untouched')
+  t.ok(second.intact)
+  writeObjectFile(otherKey, 0, [5])
+  t.equal(new Uint8Array(second.window(0, 1))[0], 5, 'and reads its object')
+})
+
+t.test('a range dropped without unmap stays mapped until its thread ends, which unmaps it', async (t) => {
+  const key = makeObject(t, PAGE_SIZE, 'dropped')
+  const gypBuild = require.resolve('node-gyp-build')
+  // A worker maps through the addon, keeps one window, drops both handles, and waits to be told to end.
+  const worker = new Worker(`
+    const { parentPort, workerData: { key, size, root, gypBuild } } = require('node:worker_threads')
+    const addon = require(gypBuild)(root)
+    addon.map(key, 0, size)
+    addon.window(addon.map(key, 0, size), 0, size)
+    parentPort.postMessage('mapped')
+    parentPort.once('message', () => process.exit(0))
+  `, { eval: true, workerData: { key, size: PAGE_SIZE, root: packageRoot, gypBuild } })
+  t.teardown(() => worker.terminate())
+  await once(worker, 'message')
   for (let attempt = 0; attempt < 5; attempt++) {
     collectGarbage()
     await new Promise((resolve) => setImmediate(resolve))
   }
-  writeObjectFile(key, 0, [42])
-  t.equal(new Uint8Array(window)[0], 42, 'the window still reads the object after its range was collected')
-  window = undefined
-  // Finalizers run after a collection, from the event loop: a few turns of it, however long they take.
-  for (let attempt = 0; attempt < 50 && mappingsOf(key).length > 0; attempt++) {
-    collectGarbage()
-    await new Promise((resolve) => setImmediate(resolve))
-  }
-  t.same(mappingsOf(key), [], 'unmapped once nothing refers to it')
+  t.equal(mappingsOf(key).length, 2, 'both mappings stay while the thread lives, collected or not')
+  t.equal(fdsOf(key), 2, 'each with its descriptor')
+  worker.postMessage('end')
+  await once(worker, 'exit')
+  t.same(mappingsOf(key), [], 'the thread\'s end unmapped them')
+  t.equal(fdsOf(key), 0, 'and closed their descriptors')
 })
 
 t.test('mapObject refuses a range larger than one ArrayBuffer, and leaves nothing mapped', async (t) => {

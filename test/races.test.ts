@@ -635,7 +635,9 @@ const worker = \`
   const addon = require(gypBuild)(root)
   const kept = []
   for (let cycle = 0; cycle < cycles; cycle++) {
-    kept.push(addon.window(addon.map(key, 0, size), 0, size))
+    const handle = addon.map(key, 0, size)
+    kept.push(addon.window(handle, 0, size))
+    addon.release(handle)
     if (kept.length > 8) addon.unmap(kept.splice(cycle % kept.length, 1)[0])
   }
   parentPort.postMessage('ready')

@@ -1,7 +1,7 @@
 /*
  * POSIX shared memory for Node, over Node-API only (ABI-stable across Node versions).
  *
- *   map(key, offset, byteSize)    -> a handle (an external value) to a mapping of
+ *   map(key, offset, byteSize)    -> a handle (a number, handles.h) to a mapping of
  *                                    [offset, offset + byteSize) of the object
  *   mapFile(path, byteSize)       -> the same for [0, byteSize) of a regular file (a shared registry's
  *                                    lease table, which lives beside its store)
@@ -10,7 +10,9 @@
  *                                    mapped once and seen through as many windows as its users need
  *   identity(mapping)             -> the mapped object as "<device>:<inode>"
  *   unmap(mapping or window)      -> true if it unmapped; detaches every window first, so every view
- *                                    reads as empty
+ *                                    reads as empty. A handle is released with it
+ *   release(mapping)              -> lets go of a handle without unmapping: the mapping lives on
+ *                                    while a window does, and goes with the last of them
  *   intact(mapping or window)     -> false if the object shrank below the mapped range since (its
  *                                    owner truncated it), or a page past its end was touched
  *                                    (fault-guard.c)
@@ -30,7 +32,6 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -38,6 +39,7 @@
 #include <unistd.h>
 
 #include "fault-guard.h"
+#include "handles.h"
 #include "mapping.h"
 #include "ort-runner.h"
 
@@ -82,26 +84,26 @@ static int get_args(napi_env env, napi_callback_info info, size_t expected, napi
   return 1;
 }
 
-/* Copies a string of at most `max_length` bytes into `text` (room for max_length + 2). Refuses
- * strings that are too long or hold a NUL byte: C would cut them short and open a different file
- * than the one validated in JavaScript. The full UTF-8 length is asked for first: a copy into a
- * short buffer stops before a character that does not fit whole, so the copied length alone can
- * look acceptable for a string that is too long. */
+/* Copies a string of at most `max_length` bytes into `text` (room for max_length + TEXT_SLACK).
+ * Refuses strings that are too long or hold a NUL byte: C would cut them short and open a
+ * different file than the one validated in JavaScript. The copy stops before a character that does
+ * not fit whole, so the buffer has room for one more character (4 bytes) past `max_length`: a copy
+ * no longer than `max_length` then had room to spare, and is the whole string. */
+#define TEXT_SLACK 6
 static int get_text(napi_env env, napi_value value, char *text, size_t max_length) {
-  size_t length = 0, copied = 0;
-  if (napi_get_value_string_utf8(env, value, NULL, 0, &length) != napi_ok) {
+  size_t copied = 0;
+  if (napi_get_value_string_utf8(env, value, text, max_length + TEXT_SLACK, &copied) != napi_ok) {
     throw_invalid(env, "key or path must be a string");
     return 0;
   }
-  if (length > max_length || napi_get_value_string_utf8(env, value, text, max_length + 2, &copied) != napi_ok ||
-      copied != length || strlen(text) != length) {
+  if (copied > max_length || strlen(text) != copied) {
     throw_invalid(env, "key or path is too long or holds a NUL byte");
     return 0;
   }
   return 1;
 }
 
-static int get_key(napi_env env, napi_value value, char key[KEY_MAX + 2]) {
+static int get_key(napi_env env, napi_value value, char key[KEY_MAX + TEXT_SLACK]) {
   return get_text(env, value, key, KEY_MAX);
 }
 
@@ -132,10 +134,18 @@ static void drop_reference(mapping *map) {
   free(map);
 }
 
-static void finalize_handle(napi_env env, void *data, void *hint) {
+/* This environment's handles (napi_set_instance_data at init). */
+static handle_table *handles_of(napi_env env) {
+  void *table = NULL;
+  napi_get_instance_data(env, &table);
+  return table;
+}
+
+/* The environment ends: what its handles still hold goes. */
+static void finalize_handles(napi_env env, void *data, void *hint) {
   (void)env;
   (void)hint;
-  drop_reference(data);
+  handle_table_free(data, drop_reference);
 }
 
 /* An ArrayBuffer over part of a mapping. Each is weakly referenced from its mapping, so that
@@ -181,9 +191,8 @@ static napi_value fail_closing(napi_env env, int fd, const char *code, const cha
 
 /* Maps [offset, offset + byte_size) of an open object, taking ownership of `fd` (closed on
  * failure, kept with the mapping on success). mmap needs a page-aligned file offset, so the
- * mapping starts at the page at or below `offset`. Returns the mapping's handle: an external
- * value, the cheapest thing Node-API can tie a finalizer to. Its bytes are reached through
- * windows, made when they are needed. */
+ * mapping starts at the page at or below `offset`. Returns the mapping's handle, which holds one
+ * reference to it. Its bytes are reached through windows, made when they are needed. */
 static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_t byte_size) {
   struct stat info;
   if (fstat(fd, &info) != 0) return fail_closing(env, fd, NULL, "fstat", errno);
@@ -215,18 +224,20 @@ static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_
   }
   map->mapped = 1;
   map->references = 1;
-  napi_value handle;
-  if (napi_create_external(env, map, finalize_handle, NULL, &handle) != napi_ok) {
+  double handle;
+  if (handle_add(handles_of(env), map, &handle) != 0) {
     release_mapping(map);
     free(map);
-    return throw_errno(env, "napi_create_external", ENOMEM);
+    return throw_errno(env, "malloc", ENOMEM);
   }
-  return handle;
+  napi_value value;
+  napi_create_double(env, handle, &value);
+  return value;
 }
 
 static napi_value map_object(napi_env env, napi_callback_info info) {
   napi_value args[3];
-  char key[KEY_MAX + 2];
+  char key[KEY_MAX + TEXT_SLACK];
   uint64_t offset, byte_size;
   if (!get_args(env, info, 3, args) || !get_key(env, args[0], key) ||
       !get_size(env, args[1], &offset) || !get_size(env, args[2], &byte_size)) {
@@ -241,7 +252,7 @@ static napi_value map_object(napi_env env, napi_callback_info info) {
  * symbolic link, never creating it. */
 static napi_value map_file(napi_env env, napi_callback_info info) {
   napi_value args[2];
-  char path[PATH_MAX + 1];
+  char path[PATH_MAX + TEXT_SLACK];
   uint64_t byte_size;
   if (!get_args(env, info, 2, args) || !get_text(env, args[0], path, PATH_MAX - 1) || !get_size(env, args[1], &byte_size)) {
     return NULL;
@@ -251,16 +262,20 @@ static napi_value map_file(napi_env env, napi_callback_info info) {
   return map_open_object(env, fd, 0, byte_size);
 }
 
-/* The mapping behind a handle or a window, or NULL for a window that was detached already (its
- * mapping may be freed: it is never touched). Any external value is taken for a handle: only
- * lib/posix-shm.ts calls this addon, and it passes no external but its own handles. */
+/* The mapping behind a handle or a window, or NULL for a handle released or a window detached
+ * already (its mapping may be freed: it is never touched). */
 static int mapping_of(napi_env env, napi_value value, mapping **map) {
   napi_valuetype type = napi_undefined;
   bool is_buffer = false, detached = false;
   void *wrapped = NULL;
+  double handle = -1;
   *map = NULL;
   napi_typeof(env, value, &type);
-  if (type == napi_external) return napi_get_value_external(env, value, (void **)map) == napi_ok;
+  if (type == napi_number) {
+    napi_get_value_double(env, value, &handle);
+    *map = handle_find(handles_of(env), handle);
+    return 1;
+  }
   napi_is_arraybuffer(env, value, &is_buffer);
   if (is_buffer) napi_is_detached_arraybuffer(env, value, &detached);
   if (detached) return 1;
@@ -310,14 +325,27 @@ static napi_value window_object(napi_env env, napi_callback_info info) {
   return new_window(env, map, offset, byte_size);
 }
 
+/* Writes `value` in decimal ending just before `end`; returns where its first digit is. (Not
+ * snprintf: every register asks for an identity, and formatting was a tenth of its work.) */
+static char *decimal_before(char *end, uint64_t value) {
+  do {
+    *--end = (char)('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  return end;
+}
+
 static napi_value identity_object(napi_env env, napi_callback_info info) {
   napi_value args[1], identity;
   mapping *map;
   char text[48];
   if (!get_args(env, info, 1, args) || !mapping_of(env, args[0], &map)) return NULL;
   if (map == NULL || !map->mapped) return throw_error(env, "ERR_SHM_UNMAPPED", NULL, 0, "ERR_SHM_UNMAPPED");
-  snprintf(text, sizeof(text), "%llu:%llu", (unsigned long long)map->device, (unsigned long long)map->inode);
-  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &identity);
+  char *end = text + sizeof(text);
+  char *start = decimal_before(end, map->inode);
+  *--start = ':';
+  start = decimal_before(start, map->device);
+  napi_create_string_latin1(env, start, (size_t)(end - start), &identity);
   return identity;
 }
 
@@ -339,15 +367,34 @@ static int detach_windows(napi_env env, mapping *map) {
   return 1;
 }
 
+/* Lets go of a handle's reference to its mapping, if the handle is still live. */
+static void release_handle(napi_env env, napi_value value) {
+  napi_valuetype type = napi_undefined;
+  double handle = -1;
+  napi_typeof(env, value, &type);
+  if (type != napi_number) return;
+  napi_get_value_double(env, value, &handle);
+  mapping *map = handle_remove(handles_of(env), handle);
+  if (map != NULL) drop_reference(map);
+}
+
 static napi_value unmap_object(napi_env env, napi_callback_info info) {
   napi_value args[1];
   mapping *map;
   if (!get_args(env, info, 1, args) || !mapping_of(env, args[0], &map)) return NULL;
-  if (map == NULL || !map->mapped) return boolean(env, false);
-  /* Detach before munmap; a window that cannot be detached keeps the pages mapped. */
-  if (!detach_windows(env, map)) return throw_invalid(env, "a window cannot be detached");
-  release_mapping(map);
-  return boolean(env, true);
+  bool unmapped = map != NULL && map->mapped;
+  /* Detach before munmap; a window that cannot be detached keeps the pages mapped, and its handle. */
+  if (unmapped && !detach_windows(env, map)) return throw_invalid(env, "a window cannot be detached");
+  if (unmapped) release_mapping(map);
+  release_handle(env, args[0]);
+  return boolean(env, unmapped);
+}
+
+static napi_value release_object(napi_env env, napi_callback_info info) {
+  napi_value args[1];
+  if (!get_args(env, info, 1, args)) return NULL;
+  release_handle(env, args[0]);
+  return NULL;
 }
 
 static napi_value intact_object(napi_env env, napi_callback_info info) {
@@ -361,7 +408,7 @@ static napi_value intact_object(napi_env env, napi_callback_info info) {
 
 static napi_value create_object(napi_env env, napi_callback_info info) {
   napi_value args[2];
-  char key[KEY_MAX + 2];
+  char key[KEY_MAX + TEXT_SLACK];
   uint64_t byte_size;
   if (!get_args(env, info, 2, args) || !get_key(env, args[0], key) ||
       !get_size(env, args[1], &byte_size)) {
@@ -381,7 +428,7 @@ static napi_value create_object(napi_env env, napi_callback_info info) {
 
 static napi_value unlink_object(napi_env env, napi_callback_info info) {
   napi_value args[1];
-  char key[KEY_MAX + 2];
+  char key[KEY_MAX + TEXT_SLACK];
   if (!get_args(env, info, 1, args) || !get_key(env, args[0], key)) return NULL;
   if (shm_unlink(key) != 0) return throw_errno(env, "shm_unlink", errno);
   return NULL;
@@ -394,10 +441,18 @@ static napi_value init(napi_env env, napi_value exports) {
       {"window", NULL, window_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"identity", NULL, identity_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"unmap", NULL, unmap_object, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"release", NULL, release_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"intact", NULL, intact_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"create", NULL, create_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"unlink", NULL, unlink_object, NULL, NULL, NULL, napi_enumerable, NULL},
   };
+  handle_table *handles = calloc(1, sizeof(handle_table));
+  if (handles == NULL || napi_set_instance_data(env, handles, finalize_handles, NULL) != napi_ok) {
+    free(handles);
+    throw_errno(env, "malloc", ENOMEM);
+    return NULL;
+  }
+  handles->free_head = HANDLE_NONE;
   napi_define_properties(env, exports, sizeof(functions) / sizeof(functions[0]), functions);
   ort_runner_init(env, exports);
   return exports;
