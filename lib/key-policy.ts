@@ -12,8 +12,13 @@ export const DEFAULT_RESERVED_KEY_PREFIXES: readonly string[] = ['triton_python_
 /** The kernel's NAME_MAX: longer keys can never name an object. */
 const KEY_MAX_BYTES = 255
 
-/** The object's name as shm_open sees it: POSIX allows, and clients send, leading slashes. */
-const objectNameOf = (key: string) => key.replace(/^\/+/, '')
+/** The object's name as shm_open sees it: POSIX allows, and clients send, leading slashes. (A
+ * loop, not a regular expression: this runs on every register.) */
+function objectNameOf (key: string): string {
+  let start = 0
+  while (key.charCodeAt(start) === 0x2f) start++
+  return key.slice(start)
+}
 
 /** True for keys that could name anything but one object directly inside the shm directory. */
 function isMalformed (key: string, objectName: string): boolean {

@@ -123,7 +123,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
    * ended, or the processes that held it died): true if it was removed. */
   #removeIfUnheld (record: RegionRecord): boolean {
     const unheld = record.unregisterPending && this.#leasesHere(record.id) === 0 && !this.#store.heldElsewhere(record)
-    if (unheld) this.#store.remove(record.id)
+    if (unheld) this.#store.remove(record)
     return unheld
   }
 
@@ -159,8 +159,8 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     const record = this.#store.records().get(name)
     if (record === undefined) return
     const leasesHere = this.#leasesHere(record.id)
-    if (leasesHere === 0 && !this.#store.heldElsewhere(record)) return this.#store.remove(record.id)
-    if (!record.unregisterPending) this.#store.markUnregisterPending(record.id)
+    if (leasesHere === 0 && !this.#store.heldElsewhere(record)) return this.#store.remove(record)
+    if (!record.unregisterPending) this.#store.markUnregisterPending(record)
     this.#log.info({ region: name, liveLeases: leasesHere },
       'system shared memory region will be unregistered when its last lease ends')
   }

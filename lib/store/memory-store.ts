@@ -2,8 +2,8 @@
 import type { NewRegion, RegionRecord, RegionStore } from './region-store'
 
 export class MemoryStore implements RegionStore {
+  /** One map, by name: a record is current while it is the one under its name. */
   readonly #byName = new Map<string, RegionRecord>()
-  readonly #byId = new Map<number, RegionRecord>()
   #lastId = 0
   version = 0
 
@@ -21,20 +21,17 @@ export class MemoryStore implements RegionStore {
     return record
   }
 
-  markUnregisterPending (id: number): void {
-    this.#set({ ...this.#byId.get(id) as RegionRecord, unregisterPending: true })
+  markUnregisterPending (record: RegionRecord): void {
+    this.#set({ ...record, unregisterPending: true })
   }
 
   #set (record: RegionRecord): void {
     this.#byName.set(record.name, record)
-    this.#byId.set(record.id, record)
     this.version++
   }
 
-  remove (id: number): void {
-    const record = this.#byId.get(id) as RegionRecord
-    this.#byName.delete(record.name)
-    this.#byId.delete(id)
+  remove ({ name }: RegionRecord): void {
+    this.#byName.delete(name)
     this.version++
   }
 
@@ -42,7 +39,7 @@ export class MemoryStore implements RegionStore {
 
   // One process, one registry: its own lease counts are the only holds there are.
   hold (record: RegionRecord): boolean {
-    return this.#byId.has(record.id)
+    return this.#byName.get(record.name)?.id === record.id
   }
 
   letGo (): void {}

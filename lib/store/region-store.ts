@@ -31,8 +31,8 @@ export interface RegionStore {
    * latest state, and a throw undoes every write made in it. */
   transaction<T>(change: () => T): T
   add(region: NewRegion): RegionRecord
-  markUnregisterPending(id: number): void
-  remove(id: number): void
+  markUnregisterPending(record: RegionRecord): void
+  remove(record: RegionRecord): void
   /** This user starts holding leases on a record (before it uses the first one); false if the
    * record is gone. */
   hold(record: RegionRecord): boolean

@@ -203,12 +203,12 @@ export class SqliteStore implements RegionStore {
     return { id, name, key, offset, byteSize, object, unregisterPending: false }
   }
 
-  markUnregisterPending (id: number): void {
+  markUnregisterPending ({ id }: RegionRecord): void {
     this.#statements.markPending.run(id)
     this.#wrote = true
   }
 
-  remove (id: number): void {
+  remove ({ id }: RegionRecord): void {
     this.#statements.removeRegion.run(id)
     this.#wrote = true
     this.#regionSlots.delete(id)
