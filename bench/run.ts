@@ -17,7 +17,7 @@ import { TRANSPORTS, type Transport } from './infer-fixtures'
 import { MemcpyBaseline } from './memcpy'
 import { type OnnxPlan, onnxSuite } from './onnx'
 import { type Chart, renderSvg } from './plot'
-import { registerSuite } from './register'
+import { type RegisterPoint, registerSuite } from './register'
 import { modelTableSuite, type ModelTablePlan } from './model-table'
 import { registerHttpSuite } from './register-http'
 import { routeSuite } from './route'
@@ -50,7 +50,7 @@ interface Plan {
 const PLANS: Record<Plan['mode'], Plan> = {
   quick: {
     mode: 'quick',
-    register: { sizes: [4 * KiB, 64 * KiB, 64 * MiB, GiB], batchSeconds: 0.05, batches: 5 },
+    register: { sizes: [4 * KiB, 64 * KiB, 64 * MiB, GiB], batchSeconds: 0.03, batches: 15 },
     views: { sizes: [4 * KiB, MiB, GiB], iterations: 50_000, batches: 5 },
     route: { rounds: 3, secondsPerRun: 1.5, connections: 10, pipelining: 8 },
     modelTable: { rounds: 6, secondsPerRun: 1.5, connections: 4, pipelining: 4 },
@@ -145,13 +145,13 @@ async function main () {
   progress('compiling bench/syscalls.c')
   const syscalls = SyscallsProgram.compile()
   progress(`register + unregister, programmatic vs C syscalls, regions ${plan.register.sizes.map(bytes).join(', ')}`)
-  const register = registerSuite(syscalls, plan.register)
-  print(table('Register + unregister, programmatic (ns per cycle, median of batches)',
+  const register = await registerSuite(syscalls, plan.register)
+  print(table('Register + unregister, programmatic (ns per cycle, median of batches; the ratio, median of the batches\' own)',
     ['region', 'Registry', 'addon only', 'C syscalls', 'Registry / C'],
     register.map((point) => [bytes(point.regionBytes), num(point.registryNs), num(point.addonNs), num(point.syscallsNs), ratio(point.ratio)]),
-    ['Registry: `new Registry().register(name, {key, byteSize})` + `unregister(name)`. addon only: `mapObject` + `unmapObject`.',
+    ['Registry: `new Registry().register(name, {key, byteSize})` + `unregister(name)`. addon only: `new MappedRange(key, 0, byteSize).unmap()`.',
       'C syscalls: bench/syscalls.c, shm_open + fstat + mmap + close + munmap of the same object, compiled with cc -O2.',
-      'From 64 MiB up, V8 counts each new ArrayBuffer over a mapping as 64 MiB+ of external memory it allocated, and starts a GC.']))
+      'Neither makes an ArrayBuffer: a region\'s window is made at its first lease.']))
 
   progress(`acquire + release by region size: ${plan.views.sizes.map(bytes).join(', ')}`)
   const views = viewsSuite(plan.views)
@@ -375,7 +375,7 @@ async function main () {
 
 const COLORS: Record<Transport, string> = { shm: '#1f77b4', binary: '#ff7f0e', json: '#2ca02c' }
 
-function charts (points: InferPoint[], sizes: number[], memcpyMoved: number, register: ReturnType<typeof registerSuite>,
+function charts (points: InferPoint[], sizes: number[], memcpyMoved: number, register: RegisterPoint[],
   views: ReturnType<typeof viewsSuite>): Chart[] {
   const measured = (transport: Transport) => points.filter((point) => point.transport === transport && point.skipped === undefined)
   const ratioSeries = (label: string, color: string, pick: (ratios: ReturnType<typeof inferRatios>) => number) => ({
