@@ -156,8 +156,8 @@ export function unmapObject (buffer: ArrayBuffer): boolean {
   return call(() => addon.unmap(ownWindow(buffer)))
 }
 
-/** Only an ArrayBuffer is passed on: the addon takes any external value for one of its own
- * mapping handles, which never leave this module. */
+/** Only an ArrayBuffer is passed on: the addon takes a number for one of its own mapping handles
+ * (a guessed one could name a live mapping), and handles never leave this module. */
 function ownWindow (buffer: ArrayBuffer): ArrayBuffer {
   if (!isArrayBuffer(buffer)) throw new PosixShmError('ERR_INVALID_ARG')
   return buffer

@@ -289,9 +289,18 @@ t.test('invalid arguments are refused before any system call: ERR_INVALID_ARG', 
   invalid(() => unmapObject(Buffer.alloc(8) as unknown as ArrayBuffer), 'unmap of a Buffer')
   invalid(() => unmapObject(new SharedArrayBuffer(8) as unknown as ArrayBuffer), 'unmap of a SharedArrayBuffer')
   invalid(() => unmapObject({ byteLength: 8 } as unknown as ArrayBuffer), 'unmap of an object')
+  // The addon names its mappings by numbers: none given here may reach one.
+  const live = new MappedRange(key, 0, PAGE_SIZE)
+  t.teardown(() => { live.unmap() })
+  for (const number of [0, 1, 2 ** 24, 2 ** 24 + 1, 2 ** 25, 2 ** 52]) {
+    invalid(() => unmapObject(number as unknown as ArrayBuffer), `unmap of the number ${number}`)
+    invalid(() => isIntact(number as unknown as ArrayBuffer), `isIntact of the number ${number}`)
+  }
+  t.ok(live.intact, 'a live range is untouched by numbers that look like handles')
+  t.equal(mappingsOf(key).length, 1, 'and still mapped')
 
   t.notOk(existsSync(objectPath(never)), 'nothing was created')
-  t.equal(openFdCount(), fdsBefore, 'no descriptor left open')
+  t.equal(openFdCount(), fdsBefore + 1, 'no descriptor left open but the live range\'s')
 })
 
 t.test('keys longer than 255 bytes are refused, never cut short', async (t) => {
