@@ -32,5 +32,6 @@ t.test(`${PIPELINED} requests pipelined on one connection add no listener per re
   await gate.untilHeld(PIPELINED, 'the pipelined requests never all reached their model')
   gate.open()
   while ((received.match(/HTTP\/1\.1 200/g) ?? []).length < PIPELINED) await once(socket, 'data')
-  t.same(warnings.map(({ name }) => name), [], 'no warning')
+  // Only this warning is the code's: a test runner's loader may warn of its own deprecations.
+  t.same(warnings.filter(({ name }) => name === 'MaxListenersExceededWarning'), [], 'no listener warning')
 })
