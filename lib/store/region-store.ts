@@ -31,6 +31,7 @@ export interface RegionStore {
    * latest state, and a throw undoes every write made in it. */
   transaction<T>(change: () => T): T
   add(region: NewRegion): RegionRecord
+  /** These two take a record `records()` holds now, inside a transaction. */
   markUnregisterPending(record: RegionRecord): void
   remove(record: RegionRecord): void
   /** This user starts holding leases on a record (before it uses the first one); false if the
