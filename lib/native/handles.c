@@ -1,6 +1,7 @@
 #include "handles.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 /* handle = generation << SLOT_BITS | slot: below 2^53, so a JavaScript number holds it exactly. */
@@ -8,11 +9,25 @@
 #define SLOTS (1u << SLOT_BITS)
 #define GENERATIONS (1u << 28)
 
-struct handle_slot {
+#define NO_SLOT UINT32_MAX
+
+typedef struct handle_slot {
   mapping *map;        /* NULL while free */
   uint32_t generation; /* from 1; changes at each release */
   uint32_t next_free;
+} handle_slot;
+
+struct handle_table {
+  handle_slot *slots;
+  uint32_t used, capacity;
+  uint32_t free_head; /* the slot freed last, below `used`, or NO_SLOT */
 };
+
+handle_table *handle_table_new(void) {
+  handle_table *table = calloc(1, sizeof(handle_table));
+  if (table != NULL) table->free_head = NO_SLOT;
+  return table;
+}
 
 static int grow(handle_table *table) {
   if (table->capacity == SLOTS) return ENOMEM;
@@ -26,7 +41,7 @@ static int grow(handle_table *table) {
 
 int handle_add(handle_table *table, mapping *map, double *handle) {
   uint32_t index = table->free_head;
-  if (index != HANDLE_NONE) {
+  if (index != NO_SLOT) {
     table->free_head = table->slots[index].next_free;
   } else {
     if (table->used == table->capacity && grow(table) != 0) return ENOMEM;

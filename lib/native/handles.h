@@ -9,19 +9,12 @@
 #ifndef FASTIFY_TRITON_SHM_HANDLES_H
 #define FASTIFY_TRITON_SHM_HANDLES_H
 
-#include <stdint.h>
-
 #include "mapping.h"
 
-typedef struct handle_slot handle_slot;
+typedef struct handle_table handle_table;
 
-typedef struct handle_table {
-  handle_slot *slots;
-  uint32_t used, capacity;
-  uint32_t free_head; /* first free slot below `used`, or HANDLE_NONE */
-} handle_table;
-
-#define HANDLE_NONE UINT32_MAX
+/* A new, empty table; NULL if out of memory. */
+handle_table *handle_table_new(void);
 
 /* Gives `map` a handle; returns 0, or ENOMEM. */
 int handle_add(handle_table *table, mapping *map, double *handle);

@@ -262,17 +262,21 @@ static napi_value map_file(napi_env env, napi_callback_info info) {
   return map_open_object(env, fd, 0, byte_size);
 }
 
+/* Whether `value` is a handle (a number, live or not), and which. */
+static bool as_handle(napi_env env, napi_value value, double *handle) {
+  napi_valuetype type = napi_undefined;
+  napi_typeof(env, value, &type);
+  return type == napi_number && napi_get_value_double(env, value, handle) == napi_ok;
+}
+
 /* The mapping behind a handle or a window, or NULL for a handle released or a window detached
  * already (its mapping may be freed: it is never touched). */
 static int mapping_of(napi_env env, napi_value value, mapping **map) {
-  napi_valuetype type = napi_undefined;
   bool is_buffer = false, detached = false;
   void *wrapped = NULL;
   double handle = -1;
   *map = NULL;
-  napi_typeof(env, value, &type);
-  if (type == napi_number) {
-    napi_get_value_double(env, value, &handle);
+  if (as_handle(env, value, &handle)) {
     *map = handle_find(handles_of(env), handle);
     return 1;
   }
@@ -369,12 +373,8 @@ static int detach_windows(napi_env env, mapping *map) {
 
 /* Lets go of a handle's reference to its mapping, if the handle is still live. */
 static void release_handle(napi_env env, napi_value value) {
-  napi_valuetype type = napi_undefined;
   double handle = -1;
-  napi_typeof(env, value, &type);
-  if (type != napi_number) return;
-  napi_get_value_double(env, value, &handle);
-  mapping *map = handle_remove(handles_of(env), handle);
+  mapping *map = as_handle(env, value, &handle) ? handle_remove(handles_of(env), handle) : NULL;
   if (map != NULL) drop_reference(map);
 }
 
@@ -446,13 +446,12 @@ static napi_value init(napi_env env, napi_value exports) {
       {"create", NULL, create_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"unlink", NULL, unlink_object, NULL, NULL, NULL, napi_enumerable, NULL},
   };
-  handle_table *handles = calloc(1, sizeof(handle_table));
+  handle_table *handles = handle_table_new();
   if (handles == NULL || napi_set_instance_data(env, handles, finalize_handles, NULL) != napi_ok) {
-    free(handles);
+    if (handles != NULL) handle_table_free(handles, drop_reference);
     throw_errno(env, "malloc", ENOMEM);
     return NULL;
   }
-  handles->free_head = HANDLE_NONE;
   napi_define_properties(env, exports, sizeof(functions) / sizeof(functions[0]), functions);
   ort_runner_init(env, exports);
   return exports;
