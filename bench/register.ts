@@ -41,6 +41,10 @@ const MAX_ITERATIONS = 20_000
 const WARM_UP_SECONDS = 0.3
 const WARM_UP_CALLS = 50_000
 
+/** How many calls of `ns` each fit in `seconds`, kept within [MIN_ITERATIONS, most]. */
+const callsIn = (seconds: number, ns: number, most: number) =>
+  Math.round(Math.min(most, Math.max(MIN_ITERATIONS, seconds * 1e9 / ns)))
+
 async function measureSize (program: SyscallsProgram, regionBytes: number, plan: RegisterPlan): Promise<RegisterPoint> {
   const object = makeObject('register', regionBytes)
   const registry = new Registry()
@@ -51,13 +55,11 @@ async function measureSize (program: SyscallsProgram, regionBytes: number, plan:
       registry.unregister('bench_register')
     }
     const addonCycle = () => { new MappedRange(object.key, 0, regionBytes).unmap() }
-    // Warm-up (JIT, the kernel's caches of the object), which also sizes the batches.
-    const callsIn = (seconds: number, ns: number, most: number) => Math.round(Math.min(most, Math.max(MIN_ITERATIONS, seconds * 1e9 / ns)))
     const warmUpCalls = callsIn(WARM_UP_SECONDS, nsPerCall(MIN_ITERATIONS, registryCycle), WARM_UP_CALLS)
     await nsPerCallSettled(warmUpCalls, registryCycle)
     await nsPerCallSettled(warmUpCalls, addonCycle)
     const iterations = callsIn(plan.batchSeconds, await nsPerCallSettled(MIN_ITERATIONS, registryCycle), MAX_ITERATIONS)
-    program.run(object.key, regionBytes, iterations, 1)
+    program.run(object.key, regionBytes, iterations, 1) // C's warm-up
     const registryNs: number[] = []
     const addonNs: number[] = []
     const syscallsNs: number[] = []
