@@ -5,7 +5,7 @@
  * machine slows each alike; every case's outputs are checked once.
  */
 import { GrpcKServeClient } from '../lib/grpc'
-import { KServeClient } from '../lib/client'
+import { KServeClient } from '../lib/index'
 import type { InferRequestWire } from '../types'
 import { MODEL } from './infer-fixtures'
 import type { ServerProcess } from './server-process'

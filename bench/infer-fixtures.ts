@@ -7,7 +7,7 @@
  *   json    inputs as JSON `data`, outputs as JSON `data`
  */
 import { randomBytes } from 'node:crypto'
-import { KServeClient, type SharedMemoryObject } from '../lib/client'
+import { KServeClient, type SharedMemoryObject } from '../lib/index'
 import type { InferRequestWire } from '../types'
 import type { LoadRequest } from './load'
 import { makeObject, removeObject } from './shm-objects'

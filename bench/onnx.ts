@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
-import { KServeClient, type SharedMemoryObject } from '../lib/client'
+import { KServeClient, type SharedMemoryObject } from '../lib/index'
 import type { InferRequestWire } from '../types'
 import { classify, testImage } from '../example/onnx/classifier-reference'
 import { bytes, progress } from './format'

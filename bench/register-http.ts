@@ -2,7 +2,7 @@
  * Register and unregister over HTTP: each connection registers a region under a new name, then
  * unregisters it, again and again; the latency of each kind of request is kept apart.
  */
-import { KServeClient } from '../lib/client'
+import { KServeClient } from '../lib/index'
 import { progress } from './format'
 import { runLoad } from './load'
 import type { ServerProcess } from './server-process'

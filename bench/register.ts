@@ -6,8 +6,8 @@
  * noisy neighbour slows all three alike; each figure is the median of its batches, and the ratio
  * the median of the batches' own ratios.
  */
-import { Registry } from '../lib/registry'
-import { MappedRange } from '../lib/posix-shm'
+import { Registry } from '../lib/registry/registry'
+import { MappedRange } from '../lib/addon/posix-shm'
 import { bytes, progress } from './format'
 import { makeObject, removeObject } from './shm-objects'
 import { median, nsPerCall, nsPerCallSettled } from './stats'

@@ -6,7 +6,7 @@
  * share is reported to show it. The server's CPU time per request is reported too: it does not
  * depend on the load generator at all.
  */
-import { KServeClient } from '../lib/client'
+import { KServeClient } from '../lib/index'
 import { progress } from './format'
 import { runLoad } from './load'
 import type { ServerProcess } from './server-process'

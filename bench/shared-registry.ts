@@ -10,7 +10,7 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import path from 'node:path'
-import { Registry } from '../lib/registry'
+import { Registry } from '../lib/registry/registry'
 import { bytes, progress } from './format'
 import { type InferFixture, makeFixture } from './infer-fixtures'
 import { runLoad } from './load'

@@ -4,8 +4,8 @@
  * interrupted.
  */
 import { randomBytes } from 'node:crypto'
-import { SharedMemoryObject } from '../lib/client'
-import { unlinkObject } from '../lib/posix-shm'
+import { SharedMemoryObject } from '../lib/index'
+import { unlinkObject } from '../lib/addon/posix-shm'
 
 const RUN_TAG = `fastify_triton_shm_bench_${process.pid}_${randomBytes(4).toString('hex')}`
 const made = new Map<string, SharedMemoryObject>()

@@ -3,7 +3,7 @@
  * The objects are sparse (never written), so a 1 GiB region costs address space, not memory.
  * Batches of every size alternate; each figure is the median of its batches.
  */
-import { Registry } from '../lib/registry'
+import { Registry } from '../lib/registry/registry'
 import { bytes, progress } from './format'
 import { makeObject, removeObject } from './shm-objects'
 import { median, nsPerCall } from './stats'

@@ -14,7 +14,7 @@
 import cluster from 'node:cluster'
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, { apiFrameworkErrors, type InferRequest, kserveErrorHandler, kserveModels, ModelTable } from '../lib/index'
-import type { ModelDeclaration, SharedRegistryOptions } from '../types'
+import type { ModelDeclaration, SharedRegistryOptions } from '../lib/index'
 import { runPrimary, workerCount } from './cluster'
 import { registerDocumentation } from './documentation'
 import { loadModels, type Model, run } from './models'

@@ -1,288 +1,395 @@
 /**
- * Every error this package answers a client with: Triton's message, word for word where Triton
- * has one (client test suites match them), and the HTTP status. Routes never build messages.
+ * Every error of this package, as one table of codes (`errorCodes`): each code has a kind that no
+ * transport owns, and each face maps a kind to its own status once (lib/http/http-status.ts,
+ * lib/grpc/status.ts). Messages are Triton's, word for word where Triton has one: client test
+ * suites match them. Nothing here knows HTTP or gRPC, and this module imports nothing.
  */
 
-const UINT64_MAX = '18446744073709551615'
+/**
+ * What an error is, whatever the transport that answers it:
+ * - `invalid`: the request is wrong (HTTP 400, gRPC INVALID_ARGUMENT);
+ * - `exists`: it names something that exists already (400, ALREADY_EXISTS: Triton's pair);
+ * - `not-found`: it names something unknown (404, NOT_FOUND);
+ * - `unusable`: it names shared memory the server cannot use as asked, an object it cannot open or
+ *   a region too small for a result (400: the client's doing; INTERNAL over gRPC, as Triton);
+ * - `denied`: the caller may not reach what it names (403, PERMISSION_DENIED);
+ * - `restricted`: the API is restricted and the caller lacks the header (403, UNAVAILABLE as Triton);
+ * - `unsupported`: switched off in this server (501, UNIMPLEMENTED);
+ * - `unavailable`: not now, try later (503, UNAVAILABLE);
+ * - `exhausted`: the server's capacity is used up for now (503 with Retry-After, RESOURCE_EXHAUSTED);
+ * - `cancelled`: the client went away (499, never sent; CANCELLED);
+ * - `internal`: the server failed, with a message that is safe to send (500, INTERNAL);
+ * - `method-not-allowed`, `too-long`: HTTP's own (405 with Allow; 414);
+ * - `usage`: a mistake in the host's code or options, thrown as a TypeError at startup (or to the
+ *   host's own call), never answered to a client (a 500 with its message hidden if one reaches it);
+ * - `setup`: the environment cannot serve a feature (a package missing, a store that cannot
+ *   open), thrown as an Error to the host;
+ * - `system`: a system call of the addon's low-level functions failed (`PosixShmError`).
+ */
+export type ErrorKind =
+  | 'invalid' | 'exists' | 'not-found' | 'unusable' | 'denied' | 'restricted' | 'unsupported'
+  | 'unavailable' | 'exhausted' | 'cancelled' | 'internal' | 'method-not-allowed' | 'too-long'
+  | 'usage' | 'setup' | 'system'
 
-/** An error a client caused, with the message and HTTP status to answer it with. */
-export class SharedMemoryError extends Error {
-  readonly statusCode: number
+/** The kinds a client is answered with. */
+export type AnsweredKind = Exclude<ErrorKind, 'usage' | 'setup' | 'system'>
+
+/** An error a client is answered with: its code, its kind and Triton's message. */
+export class TritonError extends Error {
   /** What went wrong, for programs: `ERR_SHM_<REASON>` (e.g. `ERR_SHM_DUPLICATE_REGION`). */
   readonly code: string
+  readonly kind: AnsweredKind
 
-  constructor (statusCode: number, message: string, code = 'ERR_SHM') {
+  constructor (code: string, kind: AnsweredKind, message: string) {
     super(message)
-    this.name = 'SharedMemoryError'
-    this.statusCode = statusCode
+    this.name = 'TritonError'
     this.code = code
+    this.kind = kind
   }
 }
 
-const badRequest = (message: string, code: string) => new SharedMemoryError(400, message, code)
+/** An error of the host's code or environment (`usage`, `setup`), with its code. */
+export type CodedError = Error & { readonly code: string }
+
+const table: Record<string, ErrorKind> = {}
+
+function declare (code: string, kind: ErrorKind): string {
+  table[code] = kind
+  return code
+}
+
+/** Declares `code` and returns the factory of its errors. */
+function answered<Args extends unknown[]> (code: string, kind: AnsweredKind, message: (...args: Args) => string) {
+  declare(code, kind)
+  return (...args: Args) => new TritonError(code, kind, message(...args))
+}
+
+const invalid = <Args extends unknown[]> (code: string, message: (...args: Args) => string) => answered(code, 'invalid', message)
+
+function usage<Args extends unknown[]> (code: string, message: (...args: Args) => string) {
+  declare(code, 'usage')
+  return (...args: Args): CodedError => Object.assign(new TypeError(message(...args)), { code })
+}
+
+function setup<Args extends unknown[]> (code: string, message: (...args: Args) => string) {
+  declare(code, 'setup')
+  return (cause: unknown, ...args: Args): CodedError => Object.assign(new Error(message(...args), { cause }), { code })
+}
+
+const UINT64_MAX = '18446744073709551615'
 
 // Registration (SPEC section 2)
 
-export const clientShmDisabled = () => new SharedMemoryError(501,
-  "Client shared memory is disabled. Register the plugin with 'allowClientShm: true' to enable.", 'ERR_SHM_CLIENT_SHM_DISABLED')
+export const clientShmDisabled = answered('ERR_SHM_CLIENT_SHM_DISABLED', 'unsupported', () =>
+  "Client shared memory is disabled. Register the plugin with 'allowClientShm: true' to enable.")
 
-export const missingField = (field: string) =>
-  badRequest(`Shared memory register request has no '${field}' field`, 'ERR_SHM_MISSING_FIELD')
+export const missingField = invalid('ERR_SHM_MISSING_FIELD', (field: string) =>
+  `Shared memory register request has no '${field}' field`)
 
-export const invalidField = (field: string, expected: string) =>
-  badRequest(`Shared memory register request field '${field}' must be ${expected}`, 'ERR_SHM_INVALID_FIELD')
+export const invalidField = invalid('ERR_SHM_INVALID_FIELD', (field: string, expected: string) =>
+  `Shared memory register request field '${field}' must be ${expected}`)
 
 export const unrepresentableField = (field: string) =>
   invalidField(field, `at most ${Number.MAX_SAFE_INTEGER}: larger integers cannot be represented exactly`)
 
-export const invalidBody = (reason: string) =>
-  badRequest(`Shared memory register request is invalid: ${reason}`, 'ERR_SHM_INVALID_BODY')
+export const invalidBody = invalid('ERR_SHM_INVALID_BODY', (reason: string) =>
+  `Shared memory register request is invalid: ${reason}`)
 
-export const missingRegionName = (memory: 'system' | 'cuda' = 'system') =>
-  badRequest(`'region name' is necessary to register ${memory} shared memory region`, 'ERR_SHM_MISSING_REGION_NAME')
+export const missingRegionName = invalid('ERR_SHM_MISSING_REGION_NAME', (memory: 'system' | 'cuda' = 'system') =>
+  `'region name' is necessary to register ${memory} shared memory region`)
 
-export const invalidKey = (name: string, key: string) =>
-  badRequest(`cannot register shared memory region '${name}' - invalid shm key '${key}'`, 'ERR_SHM_INVALID_KEY')
+export const invalidKey = invalid('ERR_SHM_INVALID_KEY', (name: string, key: string) =>
+  `cannot register shared memory region '${name}' - invalid shm key '${key}'`)
 
-export const reservedKey = (name: string, key: string, prefix: string) =>
-  badRequest(`cannot register shared memory region '${name}' with key '${key}' ` +
-    `as the key contains the reserved prefix '${prefix}'`, 'ERR_SHM_RESERVED_KEY')
+export const reservedKey = invalid('ERR_SHM_RESERVED_KEY', (name: string, key: string, prefix: string) =>
+  `cannot register shared memory region '${name}' with key '${key}' as the key contains the reserved prefix '${prefix}'`)
 
-export const duplicateRegion = (name: string) =>
-  badRequest(`shared memory region '${name}' already in manager`, 'ERR_SHM_DUPLICATE_REGION')
+export const duplicateRegion = answered('ERR_SHM_DUPLICATE_REGION', 'exists', (name: string) =>
+  `shared memory region '${name}' already in manager`)
 
-export const unableToOpen = (key: string) =>
-  badRequest(`Unable to open shared memory region: '${key}'`, 'ERR_SHM_UNABLE_TO_OPEN')
+export const unableToOpen = answered('ERR_SHM_UNABLE_TO_OPEN', 'unusable', (key: string) =>
+  `Unable to open shared memory region: '${key}'`)
 
-export const invalidRegisterArgs = (name: string) =>
-  badRequest(`failed to register shared memory region '${name}': invalid args`, 'ERR_SHM_INVALID_REGISTER_ARGS')
+export const invalidRegisterArgs = invalid('ERR_SHM_INVALID_REGISTER_ARGS', (name: string) =>
+  `failed to register shared memory region '${name}': invalid args`)
 
-export const tooManyRegions = (name: string, maxRegions: number) =>
-  badRequest(`cannot register shared memory region '${name}': ` +
-    `the server allows at most ${maxRegions} registered regions`, 'ERR_SHM_TOO_MANY_REGIONS')
+export const tooManyRegions = invalid('ERR_SHM_TOO_MANY_REGIONS', (name: string, maxRegions: number) =>
+  `cannot register shared memory region '${name}': the server allows at most ${maxRegions} registered regions`)
 
-export const regionTooLarge = (name: string, byteSize: number, maxRegionBytes: number) =>
-  badRequest(`cannot register shared memory region '${name}': byte_size ${byteSize} ` +
-    `exceeds the server's limit of ${maxRegionBytes} bytes per region`, 'ERR_SHM_REGION_TOO_LARGE')
+export const regionTooLarge = invalid('ERR_SHM_REGION_TOO_LARGE', (name: string, byteSize: number, maxRegionBytes: number) =>
+  `cannot register shared memory region '${name}': byte_size ${byteSize} exceeds the server's limit of ${maxRegionBytes} bytes per region`)
 
-export const totalTooLarge = (name: string, byteSize: number, maxTotalBytes: number) =>
-  badRequest(`cannot register shared memory region '${name}': mapping ${byteSize} more bytes ` +
-    `would exceed the server's limit of ${maxTotalBytes} bytes in total`, 'ERR_SHM_TOTAL_TOO_LARGE')
+export const totalTooLarge = invalid('ERR_SHM_TOTAL_TOO_LARGE', (name: string, byteSize: number, maxTotalBytes: number) =>
+  `cannot register shared memory region '${name}': mapping ${byteSize} more bytes ` +
+  `would exceed the server's limit of ${maxTotalBytes} bytes in total`)
 
-export const registryClosed = (name: string) => new SharedMemoryError(503,
-  `cannot register shared memory region '${name}': the server is shutting down`, 'ERR_SHM_REGISTRY_CLOSED')
+export const registryClosed = answered('ERR_SHM_REGISTRY_CLOSED', 'unavailable', (name: string) =>
+  `cannot register shared memory region '${name}': the server is shutting down`)
 
-export const cudaNotSupported = (name: string) =>
-  badRequest(`failed to register CUDA shared memory region: '${name}', GPUs not supported`, 'ERR_SHM_CUDA_NOT_SUPPORTED')
+export const cudaNotSupported = invalid('ERR_SHM_CUDA_NOT_SUPPORTED', (name: string) =>
+  `failed to register CUDA shared memory region: '${name}', GPUs not supported`)
 
 // Status
 
-export const regionStatusNotFound = (name: string) =>
-  new SharedMemoryError(404, `Unable to find system shared memory region: '${name}'`, 'ERR_SHM_REGION_STATUS_NOT_FOUND')
+export const regionStatusNotFound = answered('ERR_SHM_REGION_STATUS_NOT_FOUND', 'not-found', (name: string) =>
+  `Unable to find system shared memory region: '${name}'`)
 
-export const cudaRegionStatusNotFound = (name: string) =>
-  new SharedMemoryError(404, `Unable to find cuda shared memory region: '${name}'`, 'ERR_SHM_CUDA_REGION_STATUS_NOT_FOUND')
+export const cudaRegionStatusNotFound = answered('ERR_SHM_CUDA_REGION_STATUS_NOT_FOUND', 'not-found', (name: string) =>
+  `Unable to find cuda shared memory region: '${name}'`)
 
 // Use by inference requests (SPEC section 4)
 
-export const regionNotFound = (name: string) =>
-  new SharedMemoryError(404, `Unable to find shared memory region: '${name}'`, 'ERR_SHM_REGION_NOT_FOUND')
+export const regionNotFound = answered('ERR_SHM_REGION_NOT_FOUND', 'not-found', (name: string) =>
+  `Unable to find shared memory region: '${name}'`)
 
-export const regionTruncated = (name: string) =>
-  badRequest(`shared memory region '${name}' is no longer usable: its object was truncated below the region. ` +
-    'Unregister it, and register it again once the object is restored', 'ERR_SHM_REGION_TRUNCATED')
+export const regionTruncated = invalid('ERR_SHM_REGION_TRUNCATED', (name: string) =>
+  `shared memory region '${name}' is no longer usable: its object was truncated below the region. ` +
+  'Unregister it, and register it again once the object is restored')
 
-export const regionUnavailableHere = (name: string) =>
-  badRequest(`shared memory region '${name}' cannot be opened by this server process: ` +
-    'its object was removed, replaced or shrunk after it was registered. Unregister it, and register it again', 'ERR_SHM_REGION_UNAVAILABLE')
+export const regionUnavailableHere = invalid('ERR_SHM_REGION_UNAVAILABLE', (name: string) =>
+  `shared memory region '${name}' cannot be opened by this server process: ` +
+  'its object was removed, replaced or shrunk after it was registered. Unregister it, and register it again')
 
-export const invalidOffset = (name: string) =>
-  badRequest(`Invalid offset for shared memory region: '${name}'`, 'ERR_SHM_INVALID_OFFSET')
+export const invalidOffset = invalid('ERR_SHM_INVALID_OFFSET', (name: string) =>
+  `Invalid offset for shared memory region: '${name}'`)
 
-export const offsetOverflow = (name: string, byteSize: bigint, offset: bigint) =>
-  badRequest(`Integer overflow detected: byte_size (${byteSize}) + offset (${offset}) ` +
-    `exceeds maximum value (${UINT64_MAX}) for region '${name}'`, 'ERR_SHM_OFFSET_OVERFLOW')
+export const offsetOverflow = invalid('ERR_SHM_OFFSET_OVERFLOW', (name: string, byteSize: bigint, offset: bigint) =>
+  `Integer overflow detected: byte_size (${byteSize}) + offset (${offset}) exceeds maximum value (${UINT64_MAX}) for region '${name}'`)
 
-export const invalidRange = (name: string) =>
-  badRequest(`Invalid offset + byte size for shared memory region: '${name}'`, 'ERR_SHM_INVALID_RANGE')
+export const invalidRange = invalid('ERR_SHM_INVALID_RANGE', (name: string) =>
+  `Invalid offset + byte size for shared memory region: '${name}'`)
 
-export const leaseTooLarge = (name: string, byteSize: bigint, maxBytes: bigint) =>
-  badRequest(`shared memory byte size ${byteSize} for region '${name}' exceeds the largest single view ` +
-    `this server can hand out (${maxBytes} bytes): split the tensor`, 'ERR_SHM_LEASE_TOO_LARGE')
+export const leaseTooLarge = invalid('ERR_SHM_LEASE_TOO_LARGE', (name: string, byteSize: bigint, maxBytes: bigint) =>
+  `shared memory byte size ${byteSize} for region '${name}' exceeds the largest single view ` +
+  `this server can hand out (${maxBytes} bytes): split the tensor`)
 
-export const invalidUseArgs = (name: string) =>
-  badRequest(`shared memory offset and byte size for region '${name}' must be unsigned integers`, 'ERR_SHM_INVALID_USE_ARGS')
+export const invalidUseArgs = invalid('ERR_SHM_INVALID_USE_ARGS', (name: string) =>
+  `shared memory offset and byte size for region '${name}' must be unsigned integers`)
 
-// HTTP
+// Access to the API (SPEC section 5)
 
-export const restrictedApi = (header: string) =>
-  new SharedMemoryError(403, `This API is restricted, expecting header '${header}'`, 'ERR_SHM_RESTRICTED_API')
-
-// gRPC
+export const restrictedApi = answered('ERR_SHM_RESTRICTED_API', 'restricted', (header: string) =>
+  `This API is restricted, expecting header '${header}'`)
 
 /** Over gRPC, Triton's words for the restricted API (its `--grpc-restricted-protocol`). */
-export const restrictedProtocol = (header: string) =>
-  new SharedMemoryError(403, `This protocol is restricted, expecting header '${header}'`, 'ERR_SHM_RESTRICTED_PROTOCOL')
+export const restrictedProtocol = answered('ERR_SHM_RESTRICTED_PROTOCOL', 'restricted', (header: string) =>
+  `This protocol is restricted, expecting header '${header}'`)
 
-export const invalidParameterType = (parameter: string, tensor: string, expected: string) =>
-  badRequest(`invalid value type for '${parameter}' parameter for tensor '${tensor}', expected ${expected}.`, 'ERR_SHM_INVALID_PARAMETER_TYPE')
+// HTTP's own
 
-export const sharedMemoryParameterWithoutRegion = (parameter: string, tensor: string) =>
-  badRequest(`'${parameter}' can not be specified without 'shared_memory_region' parameter for tensor '${tensor}'`,
-    'ERR_SHM_PARAMETER_WITHOUT_REGION')
+export const methodNotAllowed = answered('ERR_SHM_METHOD_NOT_ALLOWED', 'method-not-allowed', () => 'Method Not Allowed')
 
-export const rawInputContentsCount = (model: string, expected: number, received: number) =>
-  badRequest(`expected ${expected} entries of 'raw_input_contents' (one per input not in shared memory) but got ${received} ` +
-    `for model '${model}'`, 'ERR_SHM_RAW_INPUT_CONTENTS_COUNT')
+export const malformedPath = invalid('ERR_SHM_MALFORMED_PATH', () =>
+  "the request path is not valid percent-encoding: encode region names as Python's urllib.parse.quote does")
 
-export const rawAndTypedContents = (input: string) =>
-  badRequest(`contents field must not be specified when using raw_input_contents for '${input}'`, 'ERR_SHM_RAW_AND_TYPED_CONTENTS')
+export const regionNameTooLong = answered('ERR_SHM_REGION_NAME_TOO_LONG', 'too-long', () =>
+  "the region name is longer than this server accepts: raise Fastify's server option 'maxParamLength' (default 100)")
 
-export const contentsAndSharedMemory = (input: string) =>
-  badRequest(`input '${input}' sets both 'contents' and 'shared_memory_region': send its data one way only`,
-    'ERR_SHM_CONTENTS_AND_SHARED_MEMORY')
+export const routeNotFound = answered('ERR_SHM_ROUTE_NOT_FOUND', 'not-found', () => 'Not Found')
 
-export const contentsMismatch = (input: string, datatype: string, field: string | undefined) =>
-  badRequest(`contents of input '${input}' do not match its datatype ${datatype}: ` +
-    (field === undefined ? 'send it as raw_input_contents or in shared memory' : `set '${field}' only`), 'ERR_SHM_CONTENTS_MISMATCH')
+// gRPC's own
 
-export const methodNotAllowed = () => new SharedMemoryError(405, 'Method Not Allowed', 'ERR_SHM_METHOD_NOT_ALLOWED')
+export const invalidParameterType = invalid('ERR_SHM_INVALID_PARAMETER_TYPE', (parameter: string, tensor: string, expected: string) =>
+  `invalid value type for '${parameter}' parameter for tensor '${tensor}', expected ${expected}.`)
 
-export const malformedPath = () => badRequest('the request path is not valid percent-encoding: ' +
-  "encode region names as Python's urllib.parse.quote does", 'ERR_SHM_MALFORMED_PATH')
+export const sharedMemoryParameterWithoutRegion = invalid('ERR_SHM_PARAMETER_WITHOUT_REGION', (parameter: string, tensor: string) =>
+  `'${parameter}' can not be specified without 'shared_memory_region' parameter for tensor '${tensor}'`)
 
-export const regionNameTooLong = () => new SharedMemoryError(414,
-  "the region name is longer than this server accepts: raise Fastify's server option 'maxParamLength' (default 100)",
-  'ERR_SHM_REGION_NAME_TOO_LONG')
+export const rawInputContentsCount = invalid('ERR_SHM_RAW_INPUT_CONTENTS_COUNT', (model: string, expected: number, received: number) =>
+  `expected ${expected} entries of 'raw_input_contents' (one per input not in shared memory) but got ${received} for model '${model}'`)
 
-export const routeNotFound = () => new SharedMemoryError(404, 'Not Found', 'ERR_SHM_ROUTE_NOT_FOUND')
+export const rawAndTypedContents = invalid('ERR_SHM_RAW_AND_TYPED_CONTENTS', (input: string) =>
+  `contents field must not be specified when using raw_input_contents for '${input}'`)
+
+export const contentsAndSharedMemory = invalid('ERR_SHM_CONTENTS_AND_SHARED_MEMORY', (input: string) =>
+  `input '${input}' sets both 'contents' and 'shared_memory_region': send its data one way only`)
+
+export const contentsMismatch = invalid('ERR_SHM_CONTENTS_MISMATCH', (input: string, datatype: string, field: string | undefined) =>
+  `contents of input '${input}' do not match its datatype ${datatype}: ` +
+  (field === undefined ? 'send it as raw_input_contents or in shared memory' : `set '${field}' only`))
 
 // Inference requests (KServe V2, SPEC section 4)
 
 const tensorFields = (fields: string[]) => fields.map((field) => `'${field}'`).join(' ')
 
-export const inputSourceCount = (setFields: string[]) =>
-  badRequest("Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', " +
-    `'shared_memory_region' in 'parameters'. But ${setFields.length === 0 ? 'no field is set' : `set ${tensorFields(setFields)}`}`, 'ERR_SHM_INPUT_SOURCE_COUNT')
+export const inputSourceCount = invalid('ERR_SHM_INPUT_SOURCE_COUNT', (setFields: string[]) =>
+  "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', " +
+  `'shared_memory_region' in 'parameters'. But ${setFields.length === 0 ? 'no field is set' : `set ${tensorFields(setFields)}`}`)
 
-export const inputByteSizeMismatch = (input: string, model: string, expected: number | bigint, received: number) =>
-  badRequest(`input byte size mismatch for input '${input}' for model '${model}'. Expected ${expected}, got ${received}`, 'ERR_SHM_INPUT_BYTE_SIZE_MISMATCH')
+export const inputByteSizeMismatch = invalid('ERR_SHM_INPUT_BYTE_SIZE_MISMATCH',
+  (input: string, model: string, expected: number | bigint, received: number) =>
+    `input byte size mismatch for input '${input}' for model '${model}'. Expected ${expected}, got ${received}`)
 
-export const inputElementCountMismatch = (input: string, model: string, expected: number | bigint, received: number) =>
-  badRequest(`unexpected number of elements in 'data' for input '${input}' for model '${model}'. ` +
-    `Expected ${expected}, got ${received}`, 'ERR_SHM_INPUT_ELEMENT_COUNT_MISMATCH')
+export const inputElementCountMismatch = invalid('ERR_SHM_INPUT_ELEMENT_COUNT_MISMATCH',
+  (input: string, model: string, expected: number | bigint, received: number) =>
+    `unexpected number of elements in 'data' for input '${input}' for model '${model}'. Expected ${expected}, got ${received}`)
 
-export const invalidInputData = (input: string, datatype: string, expected: string) =>
-  badRequest(`'data' of input '${input}' holds a value that is not ${expected}, as ${datatype} requires`, 'ERR_SHM_INVALID_INPUT_DATA')
+export const invalidInputData = invalid('ERR_SHM_INVALID_INPUT_DATA', (input: string, datatype: string, expected: string) =>
+  `'data' of input '${input}' holds a value that is not ${expected}, as ${datatype} requires`)
 
-export const datatypeNotJson = (input: string, datatype: string) =>
-  badRequest(`input '${input}' has datatype ${datatype}, which cannot be sent as JSON 'data': ` +
-    'use the binary data extension or shared memory', 'ERR_SHM_DATATYPE_NOT_JSON')
+export const datatypeNotJson = invalid('ERR_SHM_DATATYPE_NOT_JSON', (input: string, datatype: string) =>
+  `input '${input}' has datatype ${datatype}, which cannot be sent as JSON 'data': use the binary data extension or shared memory`)
 
-export const outputBinaryAndSharedMemory = () =>
-  badRequest("Output can't set both 'shared_memory_region' and 'binary_data'", 'ERR_SHM_OUTPUT_BINARY_AND_SHARED_MEMORY')
+export const outputBinaryAndSharedMemory = invalid('ERR_SHM_OUTPUT_BINARY_AND_SHARED_MEMORY', () =>
+  "Output can't set both 'shared_memory_region' and 'binary_data'")
 
-export const outputTooSmall = (output: string, byteSize: number, required: number | bigint) =>
-  badRequest(`shared memory size specified with the request for output '${output}' (${byteSize} bytes) ` +
-    `should be at least ${required} bytes to hold the results`, 'ERR_SHM_OUTPUT_TOO_SMALL')
+export const outputTooSmall = answered('ERR_SHM_OUTPUT_TOO_SMALL', 'unusable', (output: string, byteSize: number, required: number | bigint) =>
+  `shared memory size specified with the request for output '${output}' (${byteSize} bytes) ` +
+  `should be at least ${required} bytes to hold the results`)
 
-export const missingSharedMemoryByteSize = (tensor: string) =>
-  badRequest(`'shared_memory_byte_size' must be set with 'shared_memory_region' for tensor '${tensor}'`, 'ERR_SHM_MISSING_SHARED_MEMORY_BYTE_SIZE')
+export const missingSharedMemoryByteSize = invalid('ERR_SHM_MISSING_SHARED_MEMORY_BYTE_SIZE', (tensor: string) =>
+  `'shared_memory_byte_size' must be set with 'shared_memory_region' for tensor '${tensor}'`)
 
-export const invalidTensorParameter = (tensor: string, parameter: string, expected: string) =>
-  badRequest(`parameter '${parameter}' of tensor '${tensor}' must be ${expected}`, 'ERR_SHM_INVALID_TENSOR_PARAMETER')
+export const invalidTensorParameter = invalid('ERR_SHM_INVALID_TENSOR_PARAMETER', (tensor: string, parameter: string, expected: string) =>
+  `parameter '${parameter}' of tensor '${tensor}' must be ${expected}`)
 
-export const inputCountMismatch = (model: string, expected: number, received: number) =>
-  badRequest(`expected ${expected} inputs but got ${received} inputs for model '${model}'`, 'ERR_SHM_INPUT_COUNT_MISMATCH')
+export const inputCountMismatch = invalid('ERR_SHM_INPUT_COUNT_MISMATCH', (model: string, expected: number, received: number) =>
+  `expected ${expected} inputs but got ${received} inputs for model '${model}'`)
 
-export const duplicateInput = (input: string) =>
-  badRequest(`input '${input}' already exists in request`, 'ERR_SHM_DUPLICATE_INPUT')
+export const duplicateInput = invalid('ERR_SHM_DUPLICATE_INPUT', (input: string) => `input '${input}' already exists in request`)
 
-export const duplicateOutput = (output: string) =>
-  badRequest(`output '${output}' already exists in request`, 'ERR_SHM_DUPLICATE_OUTPUT')
+export const duplicateOutput = invalid('ERR_SHM_DUPLICATE_OUTPUT', (output: string) => `output '${output}' already exists in request`)
 
-export const batchMismatch = (input: string, model: string) =>
-  badRequest(`input '${input}' batch size does not match other inputs for '${model}'`, 'ERR_SHM_BATCH_MISMATCH')
+export const batchMismatch = invalid('ERR_SHM_BATCH_MISMATCH', (input: string, model: string) =>
+  `input '${input}' batch size does not match other inputs for '${model}'`)
 
-export const batchTooLarge = (maxBatchSize: number, model: string) =>
-  badRequest(`inference request batch-size must be <= ${maxBatchSize} for '${model}'`, 'ERR_SHM_BATCH_TOO_LARGE')
+export const batchTooLarge = invalid('ERR_SHM_BATCH_TOO_LARGE', (maxBatchSize: number, model: string) =>
+  `inference request batch-size must be <= ${maxBatchSize} for '${model}'`)
 
-export const dataTooDeep = (input: string, depth: number) =>
-  badRequest(`'data' of input '${input}' is nested more than ${depth} levels deep`, 'ERR_SHM_DATA_TOO_DEEP')
+export const dataTooDeep = invalid('ERR_SHM_DATA_TOO_DEEP', (input: string, depth: number) =>
+  `'data' of input '${input}' is nested more than ${depth} levels deep`)
 
-export const tooManyBytesElements = (tensor: string, count: bigint, maxElements: number) =>
-  badRequest(`tensor '${tensor}' has ${count} BYTES elements, more than the server's limit of ${maxElements}`,
-    'ERR_SHM_TOO_MANY_BYTES_ELEMENTS')
+export const tooManyBytesElements = invalid('ERR_SHM_TOO_MANY_BYTES_ELEMENTS', (tensor: string, count: bigint, maxElements: number) =>
+  `tensor '${tensor}' has ${count} BYTES elements, more than the server's limit of ${maxElements}`)
 
-export const jsonResponseTooLarge = (output: string, maxChars: number) =>
-  badRequest(`output '${output}' is too large to send as JSON (a response holds at most ${maxChars} characters of JSON): ` +
-    "ask for it as binary data ('binary_data': true) or in shared memory", 'ERR_SHM_JSON_RESPONSE_TOO_LARGE')
+export const jsonResponseTooLarge = invalid('ERR_SHM_JSON_RESPONSE_TOO_LARGE', (output: string, maxChars: number) =>
+  `output '${output}' is too large to send as JSON (a response holds at most ${maxChars} characters of JSON): ` +
+  "ask for it as binary data ('binary_data': true) or in shared memory")
 
-export const outputTooLarge = (output: string, maxBytes: number) =>
-  badRequest(`output '${output}' is too large to send as binary data (a response holds at most ${maxBytes} bytes of ` +
-    'tensor data outside shared memory): ask for it in shared memory', 'ERR_SHM_OUTPUT_TOO_LARGE')
+export const outputTooLarge = invalid('ERR_SHM_OUTPUT_TOO_LARGE', (output: string, maxBytes: number) =>
+  `output '${output}' is too large to send as binary data (a response holds at most ${maxBytes} bytes of ` +
+  'tensor data outside shared memory): ask for it in shared memory')
+
+export const invalidInferRequest = invalid('ERR_SHM_INVALID_INFER_REQUEST', (reason: string) =>
+  `Unable to parse inference request: ${reason}`)
 
 export const jsonRequestTooLarge = (byteSize: number, maxBytes: number) =>
   invalidInferRequest(`its JSON is ${byteSize} bytes, more than the server's limit of ${maxBytes}: ` +
     'send tensors as binary data or in shared memory')
 
-export const unexpectedInput = (input: string, model: string) =>
-  badRequest(`unexpected inference input '${input}' for model '${model}'`, 'ERR_SHM_UNEXPECTED_INPUT')
+export const unexpectedInput = invalid('ERR_SHM_UNEXPECTED_INPUT', (input: string, model: string) =>
+  `unexpected inference input '${input}' for model '${model}'`)
 
-export const unexpectedOutput = (output: string, model: string) =>
-  badRequest(`unexpected inference output '${output}' for model '${model}'`, 'ERR_SHM_UNEXPECTED_OUTPUT')
+export const unexpectedOutput = invalid('ERR_SHM_UNEXPECTED_OUTPUT', (output: string, model: string) =>
+  `unexpected inference output '${output}' for model '${model}'`)
 
-export const inputDatatypeMismatch = (received: string, expected: string, model: string) =>
-  badRequest(`inference input data-type is '${received}', model expects '${expected}' for '${model}'`, 'ERR_SHM_INPUT_DATATYPE_MISMATCH')
+export const inputDatatypeMismatch = invalid('ERR_SHM_INPUT_DATATYPE_MISMATCH', (received: string, expected: string, model: string) =>
+  `inference input data-type is '${received}', model expects '${expected}' for '${model}'`)
 
-export const inputShapeMismatch = (input: string, model: string, expected: number[], received: number[]) =>
-  badRequest(`unexpected shape for input '${input}' for model '${model}'. ` +
-    `Expected [${expected.join(',')}], got [${received.join(',')}]`, 'ERR_SHM_INPUT_SHAPE_MISMATCH')
+export const inputShapeMismatch = invalid('ERR_SHM_INPUT_SHAPE_MISMATCH', (input: string, model: string, expected: number[], received: number[]) =>
+  `unexpected shape for input '${input}' for model '${model}'. Expected [${expected.join(',')}], got [${received.join(',')}]`)
 
-export const malformedBytesTensor = (tensor: string) =>
-  badRequest(`BYTES data of tensor '${tensor}' is malformed: each element must be a 4-byte little-endian length ` +
-    'followed by that many bytes, filling the tensor exactly', 'ERR_SHM_MALFORMED_BYTES_TENSOR')
+export const malformedBytesTensor = invalid('ERR_SHM_MALFORMED_BYTES_TENSOR', (tensor: string) =>
+  `BYTES data of tensor '${tensor}' is malformed: each element must be a 4-byte little-endian length ` +
+  'followed by that many bytes, filling the tensor exactly')
+
+/** 499: nginx's "client closed request", logged like any client error and never sent. */
+export const clientClosedRequest = answered('ERR_SHM_CLIENT_CLOSED_REQUEST', 'cancelled', () => 'the client closed the request')
 
 // Models run by ONNX Runtime (fastify-triton-shm/onnxruntime)
 
-export const onnxDatatypeUnsupported = (tensor: string, datatype: string) =>
-  badRequest(`tensor '${tensor}' has datatype ${datatype}, which ONNX Runtime cannot take`, 'ERR_SHM_ONNX_DATATYPE')
+export const onnxDatatypeUnsupported = invalid('ERR_SHM_ONNX_DATATYPE', (tensor: string, datatype: string) =>
+  `tensor '${tensor}' has datatype ${datatype}, which ONNX Runtime cannot take`)
 
-export const onnxRunnerClosed = () =>
-  new SharedMemoryError(503, 'the ONNX runner is closed: the server is shutting down', 'ERR_SHM_ONNX_RUNNER_CLOSED')
+export const onnxRunnerClosed = answered('ERR_SHM_ONNX_RUNNER_CLOSED', 'unavailable', () =>
+  'the ONNX runner is closed: the server is shutting down')
 
 /** ONNX Runtime's own message, without the paths of its source files that it names. */
-export const onnxRunFailed = (message: string) =>
-  badRequest(`ONNX Runtime refused the request: ${message.replace(/(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+)+(?::\d+)?\s*/g, '').trim()}`,
-    'ERR_SHM_ONNX_RUN_FAILED')
+export const onnxRunFailed = invalid('ERR_SHM_ONNX_RUN_FAILED', (message: string) =>
+  `ONNX Runtime refused the request: ${message.replace(/(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+)+(?::\d+)?\s*/g, '').trim()}`)
 
-/** 499: nginx's "client closed request", logged like any client error and never sent. */
-export const clientClosedRequest = () => new SharedMemoryError(499, 'the client closed the request', 'ERR_SHM_CLIENT_CLOSED_REQUEST')
+// Models (the model table, KServe V2 model endpoints): Triton's texts
 
-export const invalidInferRequest = (reason: string) =>
-  badRequest(`Unable to parse inference request: ${reason}`, 'ERR_SHM_INVALID_INFER_REQUEST')
+export const unknownModel = answered('ERR_SHM_UNKNOWN_MODEL', 'not-found', (model: string) =>
+  `Request for unknown model: '${model}' is not found`)
 
-// Models (the model table, KServe V2 model endpoints): Triton's texts and statuses
+export const unknownModelVersion = answered('ERR_SHM_UNKNOWN_MODEL_VERSION', 'not-found', (model: string, version: string) =>
+  `Request for unknown model: '${model}' version ${version} is not found`)
 
-export const unknownModel = (model: string) =>
-  new SharedMemoryError(404, `Request for unknown model: '${model}' is not found`, 'ERR_SHM_UNKNOWN_MODEL')
+export const invalidModelVersion = invalid('ERR_SHM_INVALID_MODEL_VERSION', (version: string) =>
+  `Invalid model version: '${version}' is not a number`)
 
-export const unknownModelVersion = (model: string, version: string) =>
-  new SharedMemoryError(404, `Request for unknown model: '${model}' version ${version} is not found`, 'ERR_SHM_UNKNOWN_MODEL_VERSION')
+export const noAvailableVersion = answered('ERR_SHM_NO_AVAILABLE_VERSION', 'not-found', (model: string) =>
+  `Request for unknown model: '${model}' has no available versions`)
 
-export const invalidModelVersion = (version: string) =>
-  badRequest(`Invalid model version: '${version}' is not a number`, 'ERR_SHM_INVALID_MODEL_VERSION')
-
-export const noAvailableVersion = (model: string) =>
-  new SharedMemoryError(404, `Request for unknown model: '${model}' has no available versions`, 'ERR_SHM_NO_AVAILABLE_VERSION')
-
-/** 503: Triton's UNAVAILABLE, for a version that exists but is not ready. */
-export const modelVersionNotReady = (model: string, version: string) =>
-  new SharedMemoryError(503, `Request for unknown model: '${model}' version ${version} is not at ready state`, 'ERR_SHM_MODEL_NOT_READY')
+/** Triton's UNAVAILABLE, for a version that exists but is not ready. */
+export const modelVersionNotReady = answered('ERR_SHM_MODEL_NOT_READY', 'unavailable', (model: string, version: string) =>
+  `Request for unknown model: '${model}' version ${version} is not at ready state`)
 
 // The shared registry (sharedRegistry option)
 
+const STORE_FAILED = answered('ERR_SHM_STORE_FAILED', 'internal', () => 'the shared memory registry is unavailable, try again')
+
 /** The store failed (busy beyond its timeout, corrupt, removed): nothing was changed. The cause,
  * which may name the file, is kept for the server's log and never sent. */
-export const storeFailed = (cause: unknown) => Object.assign(new SharedMemoryError(500,
-  'the shared memory registry is unavailable, try again', 'ERR_SHM_STORE_FAILED'), { cause })
+export const storeFailed = (cause: unknown) => Object.assign(STORE_FAILED(), { cause })
+
+// The host's mistakes (kind `usage`): thrown at startup, or to the host's own call
+
+/** `owner` names what was given the options (`fastify-triton-shm`, `fastify-triton-shm models`, ...). */
+export const invalidOption = usage('ERR_SHM_INVALID_OPTION', (owner: string, problem: string) => `${owner}: ${problem}`)
+
+export const invalidModelDeclaration = usage('ERR_SHM_INVALID_MODEL_DECLARATION', (model: string | undefined, problem: string) =>
+  `fastify-triton-shm: model${model === undefined ? '' : ` '${model}'`}: ${problem}`)
+
+export const modelVersionDeclaredTwice = usage('ERR_SHM_MODEL_VERSION_DECLARED_TWICE', (model: string, version: string) =>
+  `fastify-triton-shm: model '${model}' version ${version} is declared twice`)
+
+export const noRegistry = usage('ERR_SHM_NO_REGISTRY', (owner: string, decorator: string) =>
+  `${owner}: no registry at '${decorator}': register fastify-triton-shm first (option 'decorator')`)
+
+export const noSuchInput = usage('ERR_SHM_NO_SUCH_INPUT', (model: string, input: string) => `model '${model}' has no input '${input}'`)
+
+export const noSuchOutput = usage('ERR_SHM_NO_SUCH_OUTPUT', (model: string, output: string) => `model '${model}' has no output '${output}'`)
+
+export const outputNotProduced = usage('ERR_SHM_OUTPUT_NOT_PRODUCED', (output: string) => `the model did not produce output '${output}'`)
+
+export const notATensor = usage('ERR_SHM_ONNX_NOT_A_TENSOR', (value: string) =>
+  `graph value '${value}' is not a tensor: only tensors can be served`)
+
+export const noKServeDatatype = usage('ERR_SHM_ONNX_NO_DATATYPE', (value: string, type: string) =>
+  `graph tensor '${value}' has type ${type}, which KServe has no datatype for`)
+
+// The environment (kind `setup`): a feature that cannot start here; the first argument is the cause
+
+export const missingPeerDependency = setup('ERR_SHM_MISSING_PEER_DEPENDENCY', (feature: string, name: string) =>
+  `${feature} needs the package '${name}': npm install ${name}`)
+
+export const unusablePeerDependency = setup('ERR_SHM_UNUSABLE_PEER_DEPENDENCY', (feature: string, name: string, message: string) =>
+  `${feature} could not load the package '${name}': ${message}`)
+
+export const storeOpenFailed = setup('ERR_SHM_STORE_OPEN_FAILED', (path: string, message: string) =>
+  `fastify-triton-shm: cannot open the shared registry store '${path}': ${message}`)
+
+export const onnxRuntimeLoadFailed = setup('ERR_SHM_ONNX_RUNTIME_LOAD_FAILED', (library: string, message: string) =>
+  `fastify-triton-shm/onnxruntime could not load ONNX Runtime from ${library}: ${message}`)
+
+export const onnxRuntimeTooOld = setup('ERR_SHM_ONNX_RUNTIME_TOO_OLD', (library: string, needed: string, found: string) =>
+  `fastify-triton-shm/onnxruntime needs ONNX Runtime ${needed} or newer; ${library} is ${found}`)
+
+// The addon's low-level functions (`PosixShmError`, kind `system`): besides errno names (ENOENT, ...)
+
+/** Codes of `PosixShmError` that are checks of the addon's own, not errno names. */
+export const POSIX_SHM_CODES = {
+  /** The key names something other than a regular shared memory object. */
+  notRegular: declare('ERR_SHM_NOT_REGULAR', 'system'),
+  /** Byte size 0, or a range that does not fit in the object (or the mapping). */
+  outOfBounds: declare('ERR_SHM_OUT_OF_BOUNDS', 'system'),
+  /** More bytes than one ArrayBuffer of this Node can hold. */
+  windowTooLarge: declare('ERR_SHM_WINDOW_TOO_LARGE', 'system'),
+  /** A window was asked of a mapping that is unmapped already. */
+  unmapped: declare('ERR_SHM_UNMAPPED', 'system')
+} as const
+
+/** Every code of this package and its kind: what the faces map, and what docs/errors.md lists. */
+export const errorCodes: Readonly<Record<string, ErrorKind>> = Object.freeze(table)

@@ -7,7 +7,7 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
-import { Registry } from '../lib/registry'
+import { Registry } from '../lib/registry/registry'
 import { buildApp, registerBody, SYSTEM } from './helpers/app'
 import { makeObject, mappingsOf, objectPath, PAGE_SIZE, uniqueKey, unlinkOnTeardown } from './helpers/shm'
 

@@ -5,8 +5,8 @@
  */
 import t from 'tap'
 import * as entry from '../lib/index'
-import * as kserve from '../lib/kserve'
-import * as models from '../lib/models'
+import * as kserve from '../lib/index'
+import * as models from '../lib/index'
 
 t.test('every KServe helper is a named export of the package', async (t) => {
   t.ok(Object.keys(kserve).length > 0)

@@ -336,15 +336,18 @@ t.test('a host\'s own ModelInfer handler, with the low-level helpers', async (t)
         cancelledSeen()
         return callback(toServiceError(infer.signal.reason))
       }
-      const infer = readModelInferRequest(call, { registry, model: model.signature })
+      // A handler that knows the version it ran names it; one that does not leaves it empty, as proto3's default.
+      const version = call.request.id === 'unversioned' ? {} : { modelVersion: '2' }
+      const infer = readModelInferRequest(call, { registry, model: model.signature, ...version })
       await model.execute(infer)
-      callback(null, modelInferResponse(infer, '2'))
+      callback(null, modelInferResponse(infer))
     }
   })
   const client = grpcClient(t, port)
   const request = { model_name: 'simple', inputs: [tensor('INPUT0'), tensor('INPUT1')], raw_input_contents: [int32Bytes(range(16)), int32Bytes(range(16))] }
   const response = await client.call('ModelInfer', request)
   t.equal(response.model_version, '2')
+  t.equal((await client.call('ModelInfer', { ...request, id: 'unversioned' })).model_version, '', 'no version known: none named')
   t.same(int32s(response.raw_output_contents[0]), range(16).map((index) => 2 * index))
   const late = client.start('ModelInfer', { ...request, id: 'late' })
   setTimeout(() => late.cancel(), 50)

@@ -6,7 +6,7 @@ import { status } from '@grpc/grpc-js'
 import t, { type Test } from 'tap'
 import { inferenceServiceHandlers } from '../lib/grpc'
 import { Registry } from '../lib/index'
-import { SERVER_EXTENSIONS } from '../lib/models'
+import { SERVER_EXTENSIONS } from '../lib/index'
 import { grpcClient, modelTable, rawGrpcClient, startServer } from './helpers/grpc'
 import { sumModel } from './helpers/kserve'
 
@@ -69,6 +69,29 @@ t.test('statistics count gRPC inferences', async (t) => {
   t.match(stats, { name: 'simple', version: '2', inference_count: '2', execution_count: '1', inference_stats: { success: { count: '1' }, queue: { count: '1' } } },
     'the newest version served it, counted per batch element')
   t.same(stats.batch_stats.map((entry: { batch_size: string }) => entry.batch_size), ['2'])
+})
+
+t.test('every response names the version that ran: resolved once, by the table', async (t) => {
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const models = modelTable([
+    { ...sumModel(), signature: { ...sumModel().signature, versions: ['1', '2'] } },
+    { ...sumModel(), signature: { ...sumModel().signature, name: 'numeric', versions: ['10', '2'] } }
+  ])
+  models.setReady('simple', '2', false)
+  const port = await startServer(t, inferenceServiceHandlers({ registry, models, server: { name: 'test-server', version: '' } }))
+  const client = grpcClient(t, port)
+  const infer = async (model: string, version = '') => {
+    const input = (name: string) => ({ name, datatype: 'INT32', shape: [1, 16] })
+    const inputs = [input('INPUT0'), input('INPUT1')]
+    return (await client.call('ModelInfer', { model_name: model, model_version: version, inputs, raw_input_contents: [int32(new Array(16).fill(1)), int32(new Array(16).fill(2))] })).model_version
+  }
+  t.equal(await infer('simple'), '1', 'version 2 is not ready: 1 ran, and the response says 1')
+  t.equal(await infer('numeric'), '10', 'the newest by number, not the last listed')
+  t.equal(await infer('numeric', '2'), '2', 'the version asked for')
+  t.equal(await infer('numeric', '0010'), '10', 'asked for 0010: version 10 ran, named as the table names it')
+  const notReady = await client.fail('ModelInfer', { model_name: 'simple', model_version: '2', inputs: [] })
+  t.equal(notReady.code, status.UNAVAILABLE, 'asked for the version that is not ready')
 })
 
 t.test('RPCs this package does not serve answer UNIMPLEMENTED', async (t) => {

@@ -6,7 +6,9 @@
 import { status } from '@grpc/grpc-js'
 import t, { type Test } from 'tap'
 import { Registry } from '../lib/index'
-import { grpcCodeOf, sharedMemoryService, Status, toServiceError } from '../lib/grpc'
+import * as errors from '../lib/errors'
+import type { TritonError } from '../lib/errors'
+import { sharedMemoryService, Status, toServiceError } from '../lib/grpc'
 import type { SharedMemoryServiceOptions } from '../types/grpc'
 import { buildApp, SYSTEM } from './helpers/app'
 import { grpcClient, startHostServer, startServer } from './helpers/grpc'
@@ -156,21 +158,30 @@ t.test('a registry that fails unexpectedly answers INTERNAL without its message,
   t.equal(logged.length, 1, 'logged once')
 })
 
-t.test('the code of every status this package answers with', async (t) => {
+t.test('the code of every error: ours by its kind (Triton\'s pairs), a host\'s HTTP error by its status', async (t) => {
   t.equal(Status.INVALID_ARGUMENT, status.INVALID_ARGUMENT, 'the wire numbers are grpc-js\'s')
-  const cases: Array<[number, string, number]> = [
-    [400, 'ERR_SHM_X', status.INVALID_ARGUMENT],
-    [403, 'ERR_SHM_RESTRICTED_API', status.PERMISSION_DENIED],
-    [404, 'ERR_SHM_X', status.NOT_FOUND],
-    [408, 'ERR_X', status.INVALID_ARGUMENT],
-    [413, 'ERR_X', status.RESOURCE_EXHAUSTED],
-    [429, 'ERR_X', status.RESOURCE_EXHAUSTED],
-    [499, 'ERR_SHM_CLIENT_CLOSED_REQUEST', status.CANCELLED],
-    [500, 'ERR_SHM_STORE_FAILED', status.INTERNAL],
-    [501, 'ERR_SHM_CLIENT_SHM_DISABLED', status.UNIMPLEMENTED],
-    [503, 'ERR_SHM_REGISTRY_CLOSED', status.UNAVAILABLE],
-    [400, 'ERR_SHM_OUTPUT_TOO_SMALL', status.INTERNAL]
+  const ours: Array<[TritonError, number]> = [
+    [errors.duplicateRegion('r'), status.ALREADY_EXISTS],
+    [errors.unableToOpen('/k'), status.INTERNAL],
+    [errors.outputTooSmall('o', 1, 2), status.INTERNAL],
+    [errors.restrictedProtocol('x'), status.UNAVAILABLE],
+    [errors.clientShmDisabled(), status.UNIMPLEMENTED],
+    [errors.clientClosedRequest(), status.CANCELLED],
+    [errors.registryClosed('r'), status.UNAVAILABLE],
+    [errors.storeFailed(new Error('cause')), status.INTERNAL],
+    [errors.regionNotFound('r'), status.NOT_FOUND],
+    [errors.invalidOffset('r'), status.INVALID_ARGUMENT]
   ]
-  for (const [statusCode, code, expected] of cases) t.equal(grpcCodeOf({ statusCode, code }), expected, `${statusCode} ${code}`)
+  for (const [error, expected] of ours) t.same(toServiceError(error), { code: expected, details: error.message }, error.code)
+  const hosts: Array<[number, number]> = [
+    [400, status.INVALID_ARGUMENT], [403, status.PERMISSION_DENIED], [404, status.NOT_FOUND], [408, status.INVALID_ARGUMENT],
+    [409, status.ALREADY_EXISTS], [413, status.RESOURCE_EXHAUSTED], [429, status.RESOURCE_EXHAUSTED], [499, status.CANCELLED],
+    [500, status.INTERNAL], [501, status.UNIMPLEMENTED], [503, status.UNAVAILABLE], [504, status.INTERNAL]
+  ]
+  for (const [statusCode, expected] of hosts) {
+    t.same(toServiceError(Object.assign(new Error('host says no'), { statusCode })), { code: expected, details: 'host says no' }, `HTTP ${statusCode}`)
+  }
   t.same(toServiceError(undefined), { code: status.INTERNAL, details: 'Internal Server Error' }, 'a thrown nothing: INTERNAL')
+  t.same(toServiceError(Object.assign(new Error('/a/path'), { statusCode: 200 })), { code: status.INTERNAL, details: 'Internal Server Error' },
+    'a status that is no error status: a bug, hidden')
 })

@@ -6,7 +6,7 @@
  */
 import Fastify from 'fastify'
 import t from 'tap'
-import fastifyTritonShm, { kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
+import fastifyTritonShm, { inferResponse, kserveErrorHandler, readInferRequest, TritonError, useInferBodyParser } from '../lib/index'
 import { assertError } from './helpers/http'
 import { infer, makeMappedObject, registerRegion, shmInput } from './helpers/kserve'
 import { LEVEL, LogCapture } from './helpers/observe'
@@ -21,6 +21,7 @@ t.test('inference routes answer every error as {"error": message}, status kept',
     inference.setErrorHandler(kserveErrorHandler)
     inference.addHook('onRequest', async (request) => {
       if (request.headers['x-throttle'] !== undefined) throw Object.assign(new Error('Rate limit exceeded'), { statusCode: 429 })
+      if (request.headers['x-busy'] !== undefined) throw new TritonError('ERR_SHM_TEST_BUSY', 'exhausted', 'too much in flight')
     })
     inference.post('/v2/models/:model/infer', async (request, reply) => {
       const inferRequest = readInferRequest(request, reply, {
@@ -29,7 +30,7 @@ t.test('inference routes answer every error as {"error": message}, status kept',
       })
       // A model bug: an engine error whose text must not reach the client.
       if ((inferRequest.input<Int32Array>('IN').data[0]) === 13) new Int32Array(-1).fill(0)
-      return inferRequest.respond(reply)
+      return inferResponse(inferRequest, reply)
     })
   })
   const object = makeMappedObject(t, 64)
@@ -41,6 +42,10 @@ t.test('inference routes answer every error as {"error": message}, status kept',
     "Invalid offset for shared memory region: 'in'")
   assertError(t, await infer(app, 'echo', '{"inputs": '), 400, 'Unable to parse inference request: the JSON is not valid')
   assertError(t, await infer(app, 'echo', { inputs: [] }, { 'x-throttle': '1' }), 429, 'Rate limit exceeded')
+  const busy = await infer(app, 'echo', { inputs: [] }, { 'x-busy': '1' })
+  assertError(t, busy, 503, 'too much in flight')
+  t.equal(busy.headers['retry-after'], '1', 'a server out of capacity says when to try again')
+  t.equal((await infer(app, 'echo', { inputs: [] })).headers['retry-after'], undefined, 'and only then')
   t.notOk(capture.lines.some((line) => line.level >= LEVEL.error), 'refusals are not logged as failures')
 
   new Int32Array(object.bytes.buffer, object.bytes.byteOffset, 1)[0] = 13

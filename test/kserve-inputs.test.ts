@@ -296,7 +296,7 @@ t.test('binary tensor data extension', async (t) => {
 
   t.test('parseInferBody: header length values a Node server never hands over are refused too', async (t) => {
     const body = Buffer.from('{"inputs":[]}')
-    t.throws(() => parseInferBody(['13'], body), { statusCode: 400, message: /must be an integer from 0 to 13/ })
+    t.throws(() => parseInferBody(['13'], body), { kind: 'invalid', message: /must be an integer from 0 to 13/ })
     const parsed = parseInferBody('13', body)
     t.same(parsed.header, { inputs: [] })
     t.equal(parsed.binary.length, 0)

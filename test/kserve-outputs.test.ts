@@ -212,7 +212,7 @@ t.test('binary outputs follow the JSON header, whose length is in Inference-Head
   })
   t.equal(response.statusCode, 200)
   t.equal(response.headers['content-type'], 'application/octet-stream')
-  const headerText = '{"model_name":"simple","id":"binary-1","outputs":[' +
+  const headerText = '{"id":"binary-1","model_name":"simple","outputs":[' +
     '{"name":"OUTPUT0","datatype":"INT32","shape":[1,16],"parameters":{"binary_data_size":64}},' +
     `{"name":"OUTPUT1","datatype":"INT32","shape":[1,16],"data":[${INPUT0.map((value, index) => value - INPUT1[index]).join(',')}]}]}`
   t.equal(response.headers['inference-header-content-length'], String(Buffer.byteLength(headerText)))
@@ -259,7 +259,7 @@ t.test('JSON outputs: 64-bit integers exact, BOOL as true/false, BYTES as string
   })
   const { app } = await buildInferApp(t, [model])
   const response = parseInferResponse(await infer(app, 'kinds', { id: 'json', inputs: [X] }))
-  t.equal(response.headerText, '{"model_name":"kinds","id":"json","outputs":[' +
+  t.equal(response.headerText, '{"id":"json","model_name":"kinds","outputs":[' +
     '{"name":"I64","datatype":"INT64","shape":[3],"data":[9007199254740993,-9223372036854775808,9223372036854775807]},' +
     '{"name":"U64","datatype":"UINT64","shape":[2],"data":[18446744073709551615,0]},' +
     '{"name":"B","datatype":"BOOL","shape":[3],"data":[true,false,true]},' +

@@ -4,7 +4,7 @@
  * objects are sparse: they cost no memory until a page is touched.
  */
 import { test } from 'tap'
-import { MappedRange } from '../lib/posix-shm'
+import { MappedRange } from '../lib/addon/posix-shm'
 import { buildApp, SYSTEM } from './helpers/app'
 import { assertEmptySuccess, assertError, register } from './helpers/http'
 import { buildInferApp, echoModel, infer, parseInferResponse, registerRegion, shmInput, shmOutput } from './helpers/kserve'
@@ -76,7 +76,7 @@ test('a lease larger than one ArrayBuffer answers 400; smaller ones around it ar
   const key = makeObject(t, beyondOneBuffer + 8, 'toolarge')
   registry.register('big', { key, byteSize: beyondOneBuffer + 8 })
   const refused = t.throws(() => registry.acquire('big', 8, beyondOneBuffer), {
-    statusCode: 400,
+    kind: 'invalid',
     code: 'ERR_SHM_LEASE_TOO_LARGE',
     message: `shared memory byte size ${beyondOneBuffer} for region 'big' exceeds the largest single view ` +
       `this server can hand out (${MappedRange.maxWindowBytes} bytes): split the tensor`

@@ -6,7 +6,8 @@
 import Fastify from 'fastify'
 import t from 'tap'
 import fastifyTritonShm from '../lib/index'
-import { Registry } from '../lib/registry'
+import { Registry } from '../lib/registry/registry'
+import { httpStatusOf } from '../lib/http/error-handler'
 import type { Lease } from '../types'
 import { registerBody, SYSTEM } from './helpers/app'
 import { makeObject, mappingsOf, openFdCount, PAGE_SIZE, shmMappings, uniqueKey } from './helpers/shm'
@@ -42,7 +43,7 @@ t.test('a long workload, then close: no mapping and no descriptor left', async (
     try {
       standalone.register(name, { key, offset, byteSize })
     } catch (error) {
-      statusCode = (error as { statusCode?: number }).statusCode
+      statusCode = httpStatusOf(error)
     }
     t.equal(statusCode, 400, label)
   }

@@ -11,9 +11,9 @@ import swagger from '@fastify/swagger'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { buildServer } from '../example/server'
-import fastifyTritonShm, { kserveModels, ModelTable } from '../lib/index'
+import fastifyTritonShm, { type KServeModelsOptions, kserveModels, type ModelDeclaration, ModelTable } from '../lib/index'
 import { version } from '../package.json'
-import type { KServeModelsOptions, ModelConfigResponse, ModelDeclaration, ModelStatistics } from '../types'
+import type { ModelConfigResponse, ModelStatistics } from '../types'
 import { bytesOfValues, makeMappedObject, shmInput, shmOutput } from './helpers/kserve'
 import { Gate, whenEvent } from './helpers/sync'
 
@@ -106,7 +106,7 @@ t.test('perf_analyzer against the example: -m simple -i http --shared-memory sys
     // libcurl clients send the header length even when every tensor is in shared memory.
     const answer = await request(`${base}/v2/models/simple/infer`, json, round === 0 ? { 'inference-header-content-length': String(json.length) } : {})
     t.equal(answer.status, 200, answer.text)
-    t.equal(answer.text, '{"model_name":"simple","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1,16]},' +
+    t.equal(answer.text, '{"model_name":"simple","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1,16]},' +
       '{"name":"OUTPUT1","datatype":"INT32","shape":[1,16]}]}', 'outputs in shared memory are listed without data')
     t.same(ints(output0), a.map((value, index) => value + b[index]), `round ${round}: OUTPUT0 in its region`)
     t.same(ints(output1), a.map((value, index) => value - b[index]), `round ${round}: OUTPUT1 in its region`)
@@ -201,11 +201,19 @@ t.test('readiness: the server, a model, a version; unready versions answer as Tr
   t.equal(await status('/v2/models/echo/versions/2/ready'), 400)
   t.equal(await status('/v2/models/echo/versions/1/ready'), 200)
   const answer = await request(`${base}/v2/models/echo/infer`, echoBody)
-  t.same(JSON.parse(answer.text), { model_name: 'echo', outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [2], data: [4, 5] }] }, 'served by version 1')
+  t.same(JSON.parse(answer.text), { model_name: 'echo', model_version: '1', outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [2], data: [4, 5] }] }, 'served by version 1, and says so')
   const stats = (await getJson<{ model_stats: ModelStatistics[] }>(t, `${base}/v2/models/echo/stats`)).model_stats
   t.same(stats.map(({ version, inference_stats: { success } }) => [version, success.count]), [['1', 1]], 'only ready versions are listed')
   t.same(await getJson(t, `${base}/v2`), { name: 'fastify-triton-shm', version: '', extensions: ['model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics'] },
     'the default server name; the version is the host\'s to give')
+})
+
+t.test('an HTTP response names the version that ran, as Triton\'s do', async (t) => {
+  const { base } = await modelsApp(t, { models: new ModelTable([echo({ versions: ['10', '2'] })]) })
+  const versionOf = async (path: string) => JSON.parse((await request(`${base}${path}`, echoBody)).text).model_version
+  t.equal(await versionOf('/v2/models/echo/infer'), '10', 'the newest by number, not the last listed')
+  t.equal(await versionOf('/v2/models/echo/versions/2/infer'), '2', 'the version asked for')
+  t.equal(await versionOf('/v2/models/echo/versions/010/infer'), '10', 'asked for 010: named as the table names it')
 })
 
 t.test('under a prefix, with beforeRun: its wait is queue time, and it sees the HTTP request', async (t) => {

@@ -5,8 +5,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { InferRequest, ModelTable, Registry, SharedMemoryError } from '../lib/index'
-import type { InferRequestWire, ModelDeclaration, ModelSignature } from '../types'
+import { InferRequest, type ModelDeclaration, ModelTable, Registry, TritonError } from '../lib/index'
+import type { InferRequestWire, ModelSignature } from '../types'
 
 type Numbers = Int32Array
 
@@ -31,16 +31,16 @@ const wire = (shape: number[], values = [1, 2, 3, 4]): InferRequestWire => ({
   inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape, data: values.concat(...Array(shape.length === 2 ? shape[0] - 1 : 0).fill(values)) }))
 })
 
-function errorOf (fn: () => unknown): SharedMemoryError {
+function errorOf (fn: () => unknown): TritonError {
   try {
     fn()
   } catch (error) {
-    return error as SharedMemoryError
+    return error as TritonError
   }
   throw new Error('did not throw')
 }
 
-const failure = (error: SharedMemoryError) => ({ statusCode: error.statusCode, code: error.code, message: error.message })
+const failure = (error: TritonError) => ({ kind: error.kind, code: error.code, message: error.message })
 
 t.test('resolution: name -> version, the newest ready one by default, with Triton\'s errors', async (t) => {
   const table = new ModelTable([
@@ -55,13 +55,13 @@ t.test('resolution: name -> version, the newest ready one by default, with Trito
   t.same(table.signature('other').versions, ['1'], 'a model declared without versions has version 1')
 
   t.same(failure(errorOf(() => table.metadata('nope'))),
-    { statusCode: 404, code: 'ERR_SHM_UNKNOWN_MODEL', message: "Request for unknown model: 'nope' is not found" })
+    { kind: 'not-found', code: 'ERR_SHM_UNKNOWN_MODEL', message: "Request for unknown model: 'nope' is not found" })
   t.same(failure(errorOf(() => table.config('add', '3'))),
-    { statusCode: 404, code: 'ERR_SHM_UNKNOWN_MODEL_VERSION', message: "Request for unknown model: 'add' version 3 is not found" })
+    { kind: 'not-found', code: 'ERR_SHM_UNKNOWN_MODEL_VERSION', message: "Request for unknown model: 'add' version 3 is not found" })
   t.same(failure(errorOf(() => table.statistics('add', 'x1'))),
-    { statusCode: 400, code: 'ERR_SHM_INVALID_MODEL_VERSION', message: "Invalid model version: 'x1' is not a number" })
+    { kind: 'invalid', code: 'ERR_SHM_INVALID_MODEL_VERSION', message: "Invalid model version: 'x1' is not a number" })
   t.same(failure(errorOf(() => table.isModelReady('add', '-1'))),
-    { statusCode: 400, code: 'ERR_SHM_INVALID_MODEL_VERSION', message: "Invalid model version: '-1' is not a number" })
+    { kind: 'invalid', code: 'ERR_SHM_INVALID_MODEL_VERSION', message: "Invalid model version: '-1' is not a number" })
 })
 
 t.test('readiness: per version; the default skips versions that are not ready', async (t) => {
@@ -69,12 +69,12 @@ t.test('readiness: per version; the default skips versions that are not ready', 
   t.equal(table.isReady(), false, 'the server is not ready while a model has no ready version')
   t.equal(table.isModelReady('later'), false)
   t.same(failure(errorOf(() => table.metadata('later'))),
-    { statusCode: 404, code: 'ERR_SHM_NO_AVAILABLE_VERSION', message: "Request for unknown model: 'later' has no available versions" })
+    { kind: 'not-found', code: 'ERR_SHM_NO_AVAILABLE_VERSION', message: "Request for unknown model: 'later' has no available versions" })
   t.same(failure(errorOf(() => table.statistics('later'))).code, 'ERR_SHM_NO_AVAILABLE_VERSION')
   t.same(failure(errorOf(() => table.config('later', '1'))),
-    { statusCode: 503, code: 'ERR_SHM_MODEL_NOT_READY', message: "Request for unknown model: 'later' version 1 is not at ready state" })
+    { kind: 'unavailable', code: 'ERR_SHM_MODEL_NOT_READY', message: "Request for unknown model: 'later' version 1 is not at ready state" })
   t.same(table.statistics().model_stats.map(({ name, version }) => `${name}/${version}`), ['add/1', 'add/2'], 'only ready versions are listed')
-  t.same(failure(errorOf(() => table.isModelReady('nope'))).statusCode, 404)
+  t.same(failure(errorOf(() => table.isModelReady('nope'))).kind, 'not-found')
 
   table.setReady('later', '1', true)
   t.equal(table.isReady(), true)
@@ -83,7 +83,7 @@ t.test('readiness: per version; the default skips versions that are not ready', 
   t.equal(table.isModelReady('add', '2'), false)
   t.same(table.metadata('add').versions, ['1'], 'metadata lists the ready versions')
   t.same(table.config('add').version_policy, { specific: { versions: [1, 2] } }, 'the configuration every declared one')
-  t.same(failure(errorOf(() => table.setReady('add', '3', true))).statusCode, 404)
+  t.same(failure(errorOf(() => table.setReady('add', '3', true))).kind, 'not-found')
 })
 
 t.test('metadata and configuration, as Triton prints them', async (t) => {
@@ -176,7 +176,7 @@ t.test('infer: each phase timed; successes, failures and batches counted', async
     ...model,
     async run (infer) {
       runs++
-      if (infer.id === 'throw') throw new SharedMemoryError(400, 'the model refused', 'ERR_TEST')
+      if (infer.id === 'throw') throw new TritonError('ERR_TEST', 'invalid', 'the model refused')
       await sleep(5)
       await model.run(infer)
       sums.set(infer, Array.from(infer.input<Numbers>('INPUT0').data, (value, index) => value + infer.input<Numbers>('INPUT1').data[index]))
@@ -213,14 +213,14 @@ t.test('infer: each phase timed; successes, failures and batches counted', async
   await table.infer('add', '2', { read: read(wire([1, 4])), respond: () => undefined })
 
   t.match(await table.infer('add', '2', { read: read({ inputs: [] }), respond }).catch((error: Error) => error),
-    { statusCode: 400, code: 'ERR_SHM_INPUT_COUNT_MISMATCH' }, 'a request that cannot be read fails')
+    { kind: 'invalid', code: 'ERR_SHM_INPUT_COUNT_MISMATCH' }, 'a request that cannot be read fails')
   await t.rejects(table.infer('add', '2', { read: read({ ...wire([1, 4]), id: 'throw' }), respond }), { message: 'the model refused' })
   const abandoned = new InferRequest(wire([1, 4]), Buffer.alloc(0), { registry, model: table.signature('add') })
   abandoned.abandon()
   const runsBefore = runs
-  t.match(await table.infer('add', '2', { read: () => abandoned, respond }).catch((error: Error) => error), { statusCode: 499 })
+  t.match(await table.infer('add', '2', { read: () => abandoned, respond }).catch((error: Error) => error), { kind: 'cancelled' })
   t.equal(runs, runsBefore, 'a request whose client left is not run')
-  t.match(await table.infer('nope', undefined, { read: read(wire([1, 4])), respond }).catch((error: Error) => error), { statusCode: 404 },
+  t.match(await table.infer('nope', undefined, { read: read(wire([1, 4])), respond }).catch((error: Error) => error), { kind: 'not-found' },
     'an unknown model counts nowhere')
 
   const [first, second] = table.statistics('add').model_stats

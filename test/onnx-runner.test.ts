@@ -271,10 +271,13 @@ t.test('ORT\'s refusals and what the runner cannot take are 400s; bad options an
   assertError(t, await infer(extraApp, 'm', { inputs: [jsonInput('INPUT0', 'FP32', [2], [1, 2])] }), 400,
     "ONNX Runtime refused the request: tensor 'EXTRA' has datatype FP32, the graph's has none")
 
-  t.throws(() => new OnnxRunner({ concurrency: 0 }), new TypeError('concurrency must be an integer of at least 1, got 0'))
-  await t.rejects(onnxRunner.load(simpleGraph(), { intraOpThreads: 1.5 }), new TypeError('intraOpThreads must be an integer of at least 0, got 1.5'))
-  await t.rejects(onnxRunner.load(simpleGraph(), { graphOptimizationLevel: 'most' as 'all' }), new TypeError('graphOptimizationLevel must be one of disabled, basic, extended, all'))
-  await t.rejects(onnxRunner.load(simpleGraph(), { logSeverityLevel: 5 as 4 }), new TypeError('logSeverityLevel must be 0 to 4'))
+  const invalidOption = (message: string) => ({ name: 'TypeError', code: 'ERR_SHM_INVALID_OPTION', message: `fastify-triton-shm/onnxruntime: ${message}` })
+  t.throws(() => new OnnxRunner({ concurrency: 0 }), invalidOption("option 'concurrency' must be >= 1"))
+  t.throws(() => new OnnxRunner({ concurrency: 2, threads: 2 } as object), invalidOption("unknown option 'threads'"))
+  await t.rejects(onnxRunner.load(simpleGraph(), { intraOpThreads: 1.5 }), invalidOption("option 'intraOpThreads' must be integer"))
+  await t.rejects(onnxRunner.load(simpleGraph(), { graphOptimizationLevel: 'most' as 'all' }),
+    invalidOption("option 'graphOptimizationLevel' must be equal to one of the allowed values"))
+  await t.rejects(onnxRunner.load(simpleGraph(), { logSeverityLevel: 5 as 4 }), invalidOption("option 'logSeverityLevel' must be <= 4"))
   for (const level of ['disabled', 'basic', 'extended'] as const) {
     t.same((await onnxRunner.load(simpleGraph(), { graphOptimizationLevel: level, intraOpThreads: 2, interOpThreads: 1 })).inputMetadata.length, 2, `optimization ${level}`)
   }

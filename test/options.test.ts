@@ -180,7 +180,7 @@ t.test('onClose unmaps idle regions at once, leased ones when their last lease e
   t.equal(mappingsOf(key).length, 0, 'nothing of the object stays mapped')
   t.same(app.systemSharedMemory.status(), [])
   t.throws(() => app.systemSharedMemory.register('late', { key, byteSize: 64 }),
-    { statusCode: 503, code: 'ERR_SHM_REGISTRY_CLOSED', message: "cannot register shared memory region 'late': the server is shutting down" },
+    { kind: 'unavailable', code: 'ERR_SHM_REGISTRY_CLOSED', message: "cannot register shared memory region 'late': the server is shutting down" },
     'nothing would unmap a region registered after close: refused')
   t.equal(mappingsOf(key).length, 0)
 })

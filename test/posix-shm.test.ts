@@ -10,7 +10,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { Worker } from 'node:worker_threads'
 import t, { type Test } from 'tap'
-import { createObject, isIntact, mapFile, mapObject, MappedRange, PosixShmError, unlinkObject, unmapObject } from '../lib/posix-shm'
+import { createObject, isIntact, mapFile, mapObject, MappedRange, PosixShmError, unlinkObject, unmapObject } from '../lib/addon/posix-shm'
 import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, shmMappings, uniqueKey, unlinkOnTeardown, writeObjectFile } from './helpers/shm'
 import { collectGarbage, fdsOf } from './helpers/observe'
 import { makeDirectory, makeFifo } from './helpers/special-objects'
@@ -413,24 +413,24 @@ t.test('the addon is found from the sources and from the compiled layout', async
   symlinkSync(packageRoot, path.join(scratch, 'dist', 'checkout'))
   const fromSources = await run(process.execPath, [
     '--preserve-symlinks', '--require', require.resolve('tsx/cjs'),
-    '-e', probe(path.join(scratch, 'dist', 'checkout', 'lib', 'posix-shm.ts'))
+    '-e', probe(path.join(scratch, 'dist', 'checkout', 'lib', 'addon', 'posix-shm.ts'))
   ], { cwd: scratch, env: withoutCoverage })
   t.same(JSON.parse(fromSources.stdout), { length: 0, unmapped: true }, 'sources under a dist directory')
 
-  // The published layout: <root>/dist/lib/posix-shm.js beside <root>/build.
+  // The published layout: <root>/dist/lib/addon/posix-shm.js beside <root>/build.
   const ts = await import('typescript')
   const root = path.join(scratch, 'package')
-  mkdirSync(path.join(root, 'dist', 'lib'), { recursive: true })
+  mkdirSync(path.join(root, 'dist', 'lib', 'addon'), { recursive: true })
   // posix-shm.js and the module that finds the addon for it.
   for (const module of ['posix-shm', 'native-addon']) {
-    const compiled = ts.transpileModule(readFileSync(path.join(packageRoot, 'lib', `${module}.ts`), 'utf8'), {
+    const compiled = ts.transpileModule(readFileSync(path.join(packageRoot, 'lib', 'addon', `${module}.ts`), 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true }
     }).outputText
-    writeFileSync(path.join(root, 'dist', 'lib', `${module}.js`), compiled)
+    writeFileSync(path.join(root, 'dist', 'lib', 'addon', `${module}.js`), compiled)
   }
   symlinkSync(path.join(packageRoot, 'build'), path.join(root, 'build'))
   symlinkSync(path.join(packageRoot, 'node_modules'), path.join(root, 'node_modules'))
-  const fromDist = await run(process.execPath, ['-e', probe(path.join(root, 'dist', 'lib', 'posix-shm.js'))], { cwd: scratch, env: withoutCoverage })
+  const fromDist = await run(process.execPath, ['-e', probe(path.join(root, 'dist', 'lib', 'addon', 'posix-shm.js'))], { cwd: scratch, env: withoutCoverage })
   t.same(JSON.parse(fromDist.stdout), { length: 0, unmapped: true }, 'compiled dist/lib')
 })
 

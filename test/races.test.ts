@@ -22,9 +22,9 @@ import fc from 'fast-check'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import t, { type Test } from 'tap'
 import { buildServer } from '../example/server'
-import { SharedMemoryError } from '../lib/errors'
+import { TritonError } from '../lib/errors'
 import fastifyTritonShm from '../lib/index'
-import { Registry } from '../lib/registry'
+import { Registry } from '../lib/registry/registry'
 import type { Lease, SharedMemoryRegionStatus } from '../types'
 import { registerBody, SYSTEM } from './helpers/app'
 import { shmInput, shmOutput } from './helpers/kserve'
@@ -467,7 +467,7 @@ t.test('register/acquire/release/unregister interleavings keep leases whole and 
             if (regions.has(name)) {
               let thrown: unknown
               try { registry.register(name, registration) } catch (error) { thrown = error }
-              if (!(thrown instanceof SharedMemoryError) || thrown.message !== `shared memory region '${name}' already in manager`) {
+              if (!(thrown instanceof TritonError) || thrown.message !== `shared memory region '${name}' already in manager`) {
                 fail(`registering '${name}' twice gave ${String(thrown)}`)
               }
               capture.clear() // refusals at debug are logging.test.ts's subject
@@ -481,9 +481,9 @@ t.test('register/acquire/release/unregister interleavings keep leases whole and 
           case 'acquire': {
             const region = regions.get(names[step.name])
             if (region === undefined) {
-              let status: number | undefined
-              try { registry.acquire(names[step.name], 0, 1) } catch (error) { status = (error as SharedMemoryError).statusCode }
-              if (status !== 404) fail(`acquiring unknown '${names[step.name]}' gave ${status}`)
+              let code: string | undefined
+              try { registry.acquire(names[step.name], 0, 1) } catch (error) { code = (error as TritonError).code }
+              if (code !== 'ERR_SHM_REGION_NOT_FOUND') fail(`acquiring unknown '${names[step.name]}' gave ${code}`)
               break
             }
             const offset = Math.floor(step.at * region.byteSize)
@@ -824,7 +824,7 @@ async function inferRace (t: Test, { app, door, model, aborts }: RaceService, ca
   let served = 0
   let notFound = 0
   let aborted = 0
-  const simpleResponse = '{"model_name":"simple","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1,16]},' +
+  const simpleResponse = '{"model_name":"simple","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1,16]},' +
     '{"name":"OUTPUT1","datatype":"INT32","shape":[1,16]}]}'
   for (const outcome of outcomes) {
     const { slot, answer } = outcome

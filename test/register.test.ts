@@ -9,7 +9,7 @@ import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import type { FastifyTritonShmOptions } from '../lib/index'
-import { createObject } from '../lib/posix-shm'
+import { createObject } from '../lib/addon/posix-shm'
 import { buildApp, registerBody } from './helpers/app'
 import { assertEmptySuccess, assertError, register, registerRaw } from './helpers/http'
 import {

@@ -5,11 +5,12 @@
  */
 import { writeFileSync } from 'node:fs'
 import t, { type Test } from 'tap'
-import { SharedMemoryError } from '../lib/errors'
-import { DEFAULT_RESERVED_KEY_PREFIXES } from '../lib/key-policy'
-import { MappedRange } from '../lib/posix-shm'
-import { Region, regionStatus } from '../lib/region'
-import { DEFAULT_LIMITS, Registry } from '../lib/registry'
+import { TritonError } from '../lib/errors'
+import { httpStatusOf } from '../lib/http/error-handler'
+import { DEFAULT_RESERVED_KEY_PREFIXES } from '../lib/registry/key-policy'
+import { MappedRange } from '../lib/addon/posix-shm'
+import { Region, regionStatus } from '../lib/registry/region'
+import { DEFAULT_LIMITS, Registry } from '../lib/registry/registry'
 import type { Lease, RegistryOptions } from '../types'
 import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, uniqueKey, writeObjectFile } from './helpers/shm'
 import { makeDirectory, makeFifo } from './helpers/special-objects'
@@ -37,7 +38,7 @@ function recordingLogger () {
   }
 }
 
-/** `operation` must throw a SharedMemoryError with exactly this status and message. */
+/** `operation` must throw a TritonError answered with exactly this HTTP status and message. */
 function throwsShm (t: Test, operation: () => unknown, statusCode: number, message: string, label = message) {
   let thrown: unknown
   try {
@@ -45,9 +46,9 @@ function throwsShm (t: Test, operation: () => unknown, statusCode: number, messa
   } catch (error) {
     thrown = error
   }
-  t.type(thrown, SharedMemoryError, `${label}: a SharedMemoryError`)
-  t.equal((thrown as SharedMemoryError)?.statusCode, statusCode, `${label}: status ${statusCode}`)
-  t.equal((thrown as SharedMemoryError)?.message, message, `${label}: message`)
+  t.type(thrown, TritonError, `${label}: a TritonError`)
+  t.equal(httpStatusOf(thrown), statusCode, `${label}: status ${statusCode}`)
+  t.equal((thrown as TritonError)?.message, message, `${label}: message`)
 }
 
 /** An object whose byte at position p is p & 0xff. */

@@ -14,16 +14,16 @@ import t, { type Test } from 'tap'
 import { LeaseTable, PROCESS_SLOTS } from '../lib/store/lease-table'
 import { SqliteStore } from '../lib/store/sqlite-store'
 import { processStartTime } from '../lib/store/process-identity'
-import { optionalPeer } from '../lib/optional-peer'
+import { optionalPeer } from '../lib/util/optional-peer'
 import fastifyTritonShm from '../lib'
-import { Registry } from '../lib/registry'
+import { Registry } from '../lib/registry/registry'
 import type { RegistryOptions, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../types'
 import { buildApp, registerBody, SYSTEM } from './helpers/app'
 import { assertError } from './helpers/http'
 import { LogCapture } from './helpers/observe'
 import { storePath } from './helpers/registry-peer'
 import { makeObject, mappingsOf, PAGE_SIZE, shmMappings, writeObjectFile } from './helpers/shm'
-import { createObject, MappedRange, unlinkObject } from '../lib/posix-shm'
+import { createObject, MappedRange, unlinkObject } from '../lib/addon/posix-shm'
 import { bounded, whenEvent } from './helpers/sync'
 
 /** A registry on the store at `store`, closed when the test ends. */
@@ -64,7 +64,7 @@ t.test('one truth: every user sees every change at its next call', async (t) => 
 
   b.unregister('z')
   t.notOk(a.has('z'), 'an unregister is seen by the other user at once')
-  t.throws(() => a.acquire('z', 0, 1), { statusCode: 404, message: "Unable to find shared memory region: 'z'" })
+  t.throws(() => a.acquire('z', 0, 1), { kind: 'not-found', message: "Unable to find shared memory region: 'z'" })
   b.unregisterAll()
   t.same(a.status(), [])
   t.same(mappingsOf(key), [], 'neither user keeps a mapping of what is gone')
@@ -73,11 +73,11 @@ t.test('one truth: every user sees every change at its next call', async (t) => 
 t.test('names are unique across users, and every message is the single-process one', async (t) => {
   const { a, b, key } = twoUsers(t, 'unique')
   a.register('r', { key, byteSize: 8 })
-  t.throws(() => b.register('r', { key, byteSize: 8 }), { statusCode: 400, message: "shared memory region 'r' already in manager" })
+  t.throws(() => b.register('r', { key, byteSize: 8 }), { kind: 'exists', message: "shared memory region 'r' already in manager" })
   t.throws(() => b.register('s', { key, byteSize: PAGE_SIZE + 1 }),
-    { statusCode: 400, message: "failed to register shared memory region 's': invalid args" })
+    { kind: 'invalid', message: "failed to register shared memory region 's': invalid args" })
   t.throws(() => b.register('s', { key: '/fts-no-such-object', byteSize: 8 }),
-    { statusCode: 400, message: "Unable to open shared memory region: '/fts-no-such-object'" })
+    { kind: 'unusable', message: "Unable to open shared memory region: '/fts-no-such-object'" })
   t.same(names(a), ['r'], 'refusals change nothing')
   t.equal(mappingsOf(key).length, 1, 'only the registering user has mapped it')
 })
@@ -266,7 +266,7 @@ t.test('a registration the store refuses after mapping leaves no mapping behind'
   const key = makeObject(t, PAGE_SIZE, 'refused')
   const raw = connect(t, store)
   raw.exec("CREATE TRIGGER refuse BEFORE INSERT ON regions BEGIN SELECT RAISE(ABORT, 'refused'); END")
-  t.throws(() => a.register('r', { key, byteSize: 8 }), { statusCode: 500, code: 'ERR_SHM_STORE_FAILED' })
+  t.throws(() => a.register('r', { key, byteSize: 8 }), { kind: 'internal', code: 'ERR_SHM_STORE_FAILED' })
   t.same(mappingsOf(key), [])
   raw.exec('DROP TRIGGER refuse')
   a.register('r', { key, byteSize: 8 })

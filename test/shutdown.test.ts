@@ -61,7 +61,7 @@ const DIFFERENCES = Array.from({ length: 16 }, (_, index) => index - 1)
 function assertClosedRegistry (t: Test, app: FastifyInstance, key: string) {
   t.same(app.systemSharedMemory.status(), [], 'every region is gone')
   t.throws(() => app.systemSharedMemory.register('late', { key, byteSize: 8 }),
-    { statusCode: 503, code: 'ERR_SHM_REGISTRY_CLOSED' }, 'register after close is refused')
+    { kind: 'unavailable', code: 'ERR_SHM_REGISTRY_CLOSED' }, 'register after close is refused')
   t.same(app.systemSharedMemory.status(), [], 'and changes nothing')
 }
 

@@ -10,7 +10,7 @@
 import { getHeapStatistics } from 'node:v8'
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
-import { Registry } from '../lib/registry'
+import { Registry } from '../lib/registry/registry'
 import type { Lease } from '../types'
 import { registerBody, SYSTEM } from './helpers/app'
 import {

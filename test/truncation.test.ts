@@ -9,7 +9,6 @@ import { truncateSync } from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import { Registry } from '../lib/index'
-import { SharedMemoryError } from '../lib/errors'
 import { buildApp, SYSTEM } from './helpers/app'
 import { assertEmptySuccess } from './helpers/http'
 import { makeObject, mappingsOf, objectPath, PAGE_SIZE, uniqueKey, unlinkOnTeardown } from './helpers/shm'
@@ -20,7 +19,7 @@ const truncated = (name: string) => `shared memory region '${name}' is no longer
   'below the region. Unregister it, and register it again once the object is restored'
 
 function refusedAsTruncated (t: Test, registry: Registry, name: string) {
-  t.throws(() => registry.acquire(name, 0, 1), new SharedMemoryError(400, truncated(name)), `${name}: refused as truncated`)
+  t.throws(() => registry.acquire(name, 0, 1), { code: 'ERR_SHM_REGION_TRUNCATED', kind: 'invalid', message: truncated(name) }, `${name}: refused as truncated`)
 }
 
 t.test('a shrunk object is refused at the next acquire; status and unregister still work', async (t) => {
@@ -111,14 +110,14 @@ t.test('a child process truncates while the server reads and writes in a loop', 
   t.equal(roundsAfterExit, 0, 'no acquire succeeded once the child had truncated the object')
   t.same(await exited, [0, null], 'the child truncated the object and exited')
   t.ok(rounds >= TOLD_AFTER, `the server read and wrote the region ${rounds} times before the truncation`)
-  t.match(refusal, new SharedMemoryError(400, truncated('r')), 'then refused it as truncated')
+  t.match(refusal, { code: 'ERR_SHM_REGION_TRUNCATED', kind: 'invalid', message: truncated('r') }, 'then refused it as truncated')
   t.equal(registry.status().length, 1, 'the region is still listed, to be unregistered')
 })
 
 t.test('a SIGBUS that is not ours still reaches the handler that was there before', async (t) => {
   // Maps an object, which installs the guard, then removes the object's name (the mapping stays).
   const addonUser = `
-    const shm = require(${JSON.stringify(path.join(__dirname, '../lib/posix-shm'))})
+    const shm = require(${JSON.stringify(path.join(__dirname, '../lib/addon/posix-shm'))})
     shm.createObject(process.argv[1], 4096)
     shm.mapObject(process.argv[1], 0, 4096)
     shm.unlinkObject(process.argv[1])

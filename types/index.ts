@@ -102,37 +102,6 @@ export interface RegistryLogger {
   debug(object: object, message: string): void
 }
 
-/** The plugin's gRPC listener (`grpc` option): KServe V2 over gRPC on the plugin's registry. */
-export interface GrpcListenerOptions {
-  /** Address to listen on. Default `127.0.0.1`. */
-  host?: string
-  /** Port to listen on; 0 lets the system choose (read it from `app.tritonGrpc.port`). Default 8001, as Triton's. */
-  port?: number
-  /** The models ModelInfer, ModelMetadata, ModelConfig... serve: the table the HTTP routes serve. Default none. */
-  models?: import('../lib/models/model-table').ModelTable
-  /** The server's name and version in `ServerMetadata`. */
-  server?: { name: string, version: string }
-  /** What one inference request may cost. */
-  limits?: import('./kserve').InferLimits
-}
-
-export interface FastifyTritonShmOptions extends Omit<RegistryOptions, 'logger'> {
-  /** Also serve KServe V2 over gRPC (`inference.GRPCInferenceService`) on a second port, with
-   * the shared memory RPCs over this registry; needs `@grpc/grpc-js` and `@grpc/proto-loader`. */
-  grpc?: GrpcListenerOptions
-  /** Prefix of every route, e.g. `/triton`. Default: none. */
-  prefix?: string
-  /** Name of the decorator on the Fastify instance. Default `systemSharedMemory`. */
-  decorator?: string
-  /** When false, register and both system unregister routes answer 501, as Triton does without client
-   * shared memory (status still works; the registry's own methods are not affected). Default true. */
-  allowClientShm?: boolean
-  /** Serve the whole API only to requests that carry this header with this value (else 403). */
-  restrictedApi?: { header: string, value: string }
-  /** How the routes appear in a host's OpenAPI document (@fastify/swagger). */
-  openapi?: OpenApiOptions
-}
-
 export interface OpenApiOptions {
   /** Leave every route of this API out of the document. Default false. */
   hide?: boolean
@@ -170,7 +139,7 @@ export interface RegistryEvents {
 
 /** The registry: every registered region of one Fastify instance. */
 export interface SystemSharedMemoryRegistry extends EventEmitter<RegistryEvents> {
-  /** Maps the region and adds it under `name`. Throws a `SharedMemoryError` on any failure. */
+  /** Maps the region and adds it under `name`. Throws a `TritonError` on any failure. */
   register(name: string, source: RegionSource): void
   /** Removes the region now, or once its last lease ends. Unknown names are ignored. */
   unregister(name: string): void

@@ -1,28 +1,8 @@
 /**
- * The model table: a model declared once (its signature, what Triton's model configuration says
- * of it, and its run function), and the wire shapes every transport serves from it (KServe V2
- * server and model metadata, Triton's model configuration and statistics).
+ * The wire shapes every transport serves from the model table: KServe V2 server and model
+ * metadata, Triton's model configuration and statistics.
  */
-import type { FastifyRequest } from 'fastify'
-import type { InferRequest } from '../lib/kserve/infer-request'
-import type { ModelTable } from '../lib/models/model-table'
-import type { Datatype, InferLimits, ModelSignature, TensorSpec } from './kserve'
-
-/**
- * One model (at one or more versions) as the host declares it: its KServe signature (`versions`
- * default `['1']`; -1 in a shape is any size; with `maxBatchSize` above 0 the first dimension of
- * every tensor is the batch), what Triton's model configuration adds, and what runs it.
- */
-export interface ModelDeclaration extends ModelSignature {
-  /** Triton's `backend` (`onnxruntime`, `python`, ...): shown in the configuration. Default `''`. */
-  backend?: string
-  /** Triton's `label_filename` of an output, by output name: shown in the configuration. */
-  labelFilenames?: Record<string, string>
-  /** Whether the model starts ready (see `ModelTable.setReady`). Default true. */
-  ready?: boolean
-  /** Reads the inputs and fills the outputs of one request; may be async. A throw fails the request. */
-  run(infer: InferRequest): void | Promise<void>
-}
+import type { Datatype, TensorSpec } from './kserve'
 
 /** `GET /v2`: the server metadata. */
 export interface ServerMetadataResponse {
@@ -148,51 +128,4 @@ export interface ModelStatistics {
 /** `GET /v2/models[/<m>[/versions/<v>]]/stats`. */
 export interface ModelStatisticsResponse {
   model_stats: ModelStatistics[]
-}
-
-/**
- * One inference through `ModelTable.infer`, in the transport's terms: how to read the request,
- * what to do before the run, and how to answer. Each step is timed into the model's statistics.
- */
-export interface InferCall<Result> {
-  /** Reads the request for the resolved model's signature (timed as `compute_input`). A request
-   * already read is given as `() => infer`. A throw fails the request. */
-  read(signature: ModelSignature): InferRequest
-  /** Awaited once the request is read, before the run (timed as `queue`): admission, tracing. */
-  beforeRun?(infer: InferRequest): void | Promise<void>
-  /** The response, from the outputs the run filled (timed as `compute_output`). */
-  respond(infer: InferRequest): Result
-}
-
-/** How the model endpoints appear in a host's OpenAPI document (@fastify/swagger). */
-export interface KServeModelsOpenApiOptions {
-  /** Leave every model endpoint out of the document. Default false. */
-  hide?: boolean
-  /** Tags of the routes. Default `['KServe']`. */
-  tags?: string[]
-  /** Put before every operationId (two registrations in one document need distinct ids). Default none. */
-  operationIdPrefix?: string
-}
-
-/** Options of the `kserveModels` plugin: the KServe V2 server, health and model endpoints. */
-export interface KServeModelsOptions {
-  /** The models to serve (the same table a gRPC service may serve). */
-  models: ModelTable
-  /** The server's name in its metadata (`GET /v2`). Default `fastify-triton-shm`. */
-  name?: string
-  /** The server's version in its metadata. Default `''`: give your service's. */
-  version?: string
-  /** Name of the registry decorator that resolves `shared_memory_region` parameters: the
-   * `decorator` option fastify-triton-shm was registered with. Default `systemSharedMemory`. */
-  decorator?: string
-  /** Largest infer body, JSON and binary data together, in bytes. Default: Fastify's `bodyLimit`. */
-  bodyLimit?: number
-  /** Largest JSON part of an infer body, in bytes. Default 64 MiB, as Triton's. */
-  jsonLimit?: number
-  /** What one infer request may cost (defaults: `DEFAULT_INFER_LIMITS`). */
-  limits?: InferLimits
-  /** Awaited once an infer request is read (it holds its regions), before its model runs: a host's
-   * admission control or tracing. Its time counts as `queue` in the statistics; a throw fails the request. */
-  beforeRun?: (request: FastifyRequest, infer: InferRequest) => void | Promise<void>
-  openapi?: KServeModelsOpenApiOptions
 }

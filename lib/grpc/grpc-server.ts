@@ -1,14 +1,14 @@
 /**
  * The plugin's gRPC listener (`grpc` option): a grpc-js server on its own port (grpc-js cannot
- * share Fastify's) serving `GRPCInferenceService` from the plugin's registry, with Triton's
- * message limits. It listens once the app is ready and stops, after its calls in flight, when the
- * app closes.
+ * share Fastify's) serving `GRPCInferenceService` over the plugin's shared memory API and model
+ * table, with Triton's message limits. It listens once the app is ready and stops, after its calls
+ * in flight, when the app closes.
  */
 import type { Server } from '@grpc/grpc-js'
-import type { GrpcListenerOptions, SystemSharedMemoryRegistry } from '../../types'
-import type { SharedMemoryServiceOptions } from '../../types/grpc'
 import { ModelTable } from '../models/model-table'
-import { type InferenceServiceOptions, inferenceServiceHandlers } from './inference-service'
+import type { SharedMemoryApi } from '../registry/shared-memory-api'
+import { inferenceServiceOver } from './inference-service'
+import type { GrpcListenerOptions } from './listener-options'
 import { grpcJs } from './peers'
 import { inferenceService, MESSAGE_LIMIT_OPTIONS } from './protocol'
 import type { ErrorLogger } from './status'
@@ -23,20 +23,18 @@ export interface GrpcListener {
   close(): Promise<void>
 }
 
-export interface GrpcListenerContext extends SharedMemoryServiceOptions {
-  registry: SystemSharedMemoryRegistry
+export interface GrpcListenerContext {
+  api: SharedMemoryApi
   log: ErrorLogger
 }
 
 /** Starts the listener; rejects (e.g. the port is taken) with grpc-js's error. */
-export async function listenGrpc (options: GrpcListenerOptions, context: GrpcListenerContext): Promise<GrpcListener> {
+export async function listenGrpc (options: GrpcListenerOptions, { api, log }: GrpcListenerContext): Promise<GrpcListener> {
   const grpc = grpcJs()
   const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, models = new ModelTable([]), server: metadata, limits } = options
-  const handlers: InferenceServiceOptions = {
-    ...context, models, limits, server: metadata ?? { name: 'fastify-triton-shm', version: '' }
-  }
+  const handlers = inferenceServiceOver(api, { models, limits, log, server: metadata ?? { name: 'fastify-triton-shm', version: '' } })
   const server: Server = new grpc.Server(MESSAGE_LIMIT_OPTIONS)
-  server.addService(inferenceService().service, inferenceServiceHandlers(handlers))
+  server.addService(inferenceService().service, handlers)
   const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
   const bound = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, boundPort) => (error === null ? resolve(boundPort) : reject(error))))

@@ -1,7 +1,7 @@
 /**
- * The whole of `GRPCInferenceService` this package serves, from the registry and the model table
- * the HTTP API serves: health, server and model metadata, configuration, statistics, ModelInfer
- * and the shared memory RPCs. RPCs not listed answer UNIMPLEMENTED (grpc-js does).
+ * The whole of `GRPCInferenceService` this package serves, from the shared memory API and the
+ * model table the HTTP routes serve: health, server and model metadata, configuration, statistics,
+ * ModelInfer and the shared memory RPCs. RPCs not listed answer UNIMPLEMENTED (grpc-js does).
  */
 import type { ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
 import type { SystemSharedMemoryRegistry } from '../../types'
@@ -9,13 +9,14 @@ import type { InferLimits } from '../../types/kserve'
 import type { SharedMemoryServiceOptions } from '../../types/grpc'
 import type { ModelTable } from '../models/model-table'
 import { serverMetadata } from '../models/server-metadata'
+import { SharedMemoryApi } from '../registry/shared-memory-api'
 import { modelInferHandler } from './model-infer-handler'
-import { sharedMemoryService } from './shared-memory-service'
+import { sharedMemoryHandlers } from './shared-memory-service'
 import type { ErrorLogger } from './status'
 import { unary } from './unary'
 
-export interface InferenceServiceOptions extends SharedMemoryServiceOptions {
-  registry: SystemSharedMemoryRegistry
+/** What the model RPCs serve. */
+export interface ModelServiceOptions {
   models: ModelTable
   /** The server's name and version in `ServerMetadata`. */
   server: { name: string, version: string }
@@ -24,13 +25,17 @@ export interface InferenceServiceOptions extends SharedMemoryServiceOptions {
   log?: ErrorLogger
 }
 
+export interface InferenceServiceOptions extends SharedMemoryServiceOptions, ModelServiceOptions {
+  registry: SystemSharedMemoryRegistry
+}
+
 interface ModelRequest { name: string, version: string }
 
 /** Empty means "not given" in proto3. */
 const given = (value: string) => value === '' ? undefined : value
 
-export function inferenceServiceHandlers (options: InferenceServiceOptions): UntypedServiceImplementation {
-  const { registry, models, server, limits, log } = options
+/** The handlers over `api` (the plugin's, shared with its HTTP routes) and the model table. */
+export function inferenceServiceOver (api: SharedMemoryApi, { models, server, limits, log }: ModelServiceOptions): UntypedServiceImplementation {
   const rpc = <Request, Response>(answer: (request: Request) => Response) =>
     unary((call: ServerUnaryCall<Request, Response>) => answer(call.request), log)
   return {
@@ -41,7 +46,13 @@ export function inferenceServiceHandlers (options: InferenceServiceOptions): Unt
     ModelMetadata: rpc(({ name, version }: ModelRequest) => models.metadata(name, given(version))),
     ModelConfig: rpc(({ name, version }: ModelRequest) => ({ config: models.config(name, given(version)) })),
     ModelStatistics: rpc(({ name, version }: ModelRequest) => models.statistics(given(name), given(version))),
-    ModelInfer: modelInferHandler({ registry, models, limits, log }),
-    ...sharedMemoryService(registry, options, log)
+    ModelInfer: modelInferHandler({ registry: api.registry, models, limits, log }),
+    ...sharedMemoryHandlers(api, log)
   }
+}
+
+/** The handlers of `GRPCInferenceService`, for a host's own grpc-js server. */
+export function inferenceServiceHandlers (options: InferenceServiceOptions): UntypedServiceImplementation {
+  const { registry, allowClientShm, restrictedApi } = options
+  return inferenceServiceOver(new SharedMemoryApi(registry, { allowClientShm, restrictedApi }), options)
 }

@@ -20,18 +20,14 @@ export interface ModelInferHandlerOptions {
   log?: ErrorLogger
 }
 
-/** The version a response names: the one asked for, else the newest of the model's (the table
- * lists every model's versions in its signature). */
-const versionOf = (asked: string, infer: InferRequest) => asked !== '' ? asked : (infer.model.versions as string[]).at(-1) as string
-
 export function modelInferHandler ({ registry, models, limits, log }: ModelInferHandlerOptions): handleUnaryCall<ModelInferRequest, ModelInferResponse> {
   return async (call, callback) => {
     const { model_name: name, model_version: version } = call.request
     let infer: InferRequest | undefined
     try {
       const response = await models.infer(name, version === '' ? undefined : version, {
-        read: (signature) => (infer = readModelInferRequest(call, { registry, model: signature, limits })),
-        respond: (read) => modelInferResponse(read, versionOf(version, read))
+        read: (signature, modelVersion) => (infer = readModelInferRequest(call, { registry, model: signature, modelVersion, limits })),
+        respond: modelInferResponse
       })
       callback(null, response)
     } catch (error) {

@@ -91,13 +91,13 @@ export function readModelInferRequest (call: ServerUnaryCall<ModelInferRequest, 
 const NO_BYTES = new Uint8Array(0)
 
 /** The response listing each output the request asked for, shared memory ones stored in their
- * regions; the request's leases end once it is built. */
-export function modelInferResponse (infer: InferRequest, modelVersion = ''): ModelInferResponse {
+ * regions, naming the version that ran; the request's leases end once it is built. */
+export function modelInferResponse (infer: InferRequest): ModelInferResponse {
   try {
     const { outputs } = infer.encode()
     return {
       model_name: infer.model.name,
-      model_version: modelVersion,
+      model_version: infer.modelVersion ?? '',
       id: infer.id ?? '',
       outputs: outputs.map(({ name, datatype, shape }) => ({ name, datatype, shape })),
       raw_output_contents: outputs.map(({ binary }) => binary ?? NO_BYTES)

@@ -4,7 +4,7 @@
  */
 import type * as GrpcJs from '@grpc/grpc-js'
 import type * as ProtoLoader from '@grpc/proto-loader'
-import { optionalPeer } from '../optional-peer'
+import { optionalPeer } from '../util/optional-peer'
 
 const FEATURE = 'fastify-triton-shm/grpc'
 

@@ -1,79 +1,87 @@
 /**
- * The shared memory RPCs of `GRPCInferenceService` over a registry: the same rules, messages and
- * gates as the HTTP routes, with Triton's gRPC codes. A host adds them to its own grpc-js server.
+ * The shared memory RPCs of `GRPCInferenceService`: each decodes its message, calls the core's
+ * `SharedMemoryApi` (which holds every rule, as for the HTTP routes) and encodes the answer, with
+ * Triton's gRPC codes. A host adds them to its own grpc-js server with `sharedMemoryService`.
  */
 import type { ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
-import type { SystemSharedMemoryRegistry } from '../../types'
+import type { SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../../types'
 import type {
-  CudaSharedMemoryRegisterRequest, CudaSharedMemoryStatusRequest, CudaSharedMemoryStatusResponse, RegionStatusMessage,
-  SharedMemoryServiceOptions, SystemSharedMemoryRegisterRequest, SystemSharedMemoryStatusRequest,
-  SystemSharedMemoryStatusResponse, SystemSharedMemoryUnregisterRequest
+  CudaSharedMemoryStatusResponse, SharedMemoryServiceOptions, SystemSharedMemoryRegisterRequest, SystemSharedMemoryStatusResponse
 } from '../../types/grpc'
-import * as errors from '../errors'
-import { carriesSecret } from '../restricted-api'
+import { type ApiCaller, type Memory, type Operation, SharedMemoryApi } from '../registry/shared-memory-api'
 import type { ErrorLogger } from './status'
 import { unary } from './unary'
 
-type Gate = (call: ServerUnaryCall<unknown, unknown>) => void
+interface NamedRequest { name: string }
 
-/** A register field (uint64, a decimal string) as a number, refused where a number cannot hold it exactly. */
-function registerNumber (field: string, value: string): number {
-  const number = Number(value)
-  if (!Number.isSafeInteger(number)) throw errors.unrepresentableField(field)
-  return number
+/** The call as the core sees it: its metadata, read as headers. */
+function callerOf (call: ServerUnaryCall<unknown, unknown>): ApiCaller {
+  return {
+    transport: 'grpc',
+    header: (name) => {
+      const [sent] = call.metadata.get(name)
+      return typeof sent === 'string' ? sent : undefined
+    }
+  }
 }
 
-const statusMessage = (regions: RegionStatusMessage[]): SystemSharedMemoryStatusResponse =>
+/** A uint64 field (a decimal string, as the protocol is loaded) as an exact integer: the core
+ * decides what it may be. */
+const uint64 = (value: string | number): bigint => BigInt(value)
+
+const statusMessage = (regions: SharedMemoryRegionStatus[]): SystemSharedMemoryStatusResponse =>
   ({ regions: Object.fromEntries(regions.map((region) => [region.name, region])) })
 
-function restrictedGate (restrictedApi: SharedMemoryServiceOptions['restrictedApi']): Gate {
-  if (restrictedApi === undefined) return () => {}
-  const header = restrictedApi.header.toLowerCase()
-  const expected = Buffer.from(restrictedApi.value)
-  return (call) => {
-    const [sent] = call.metadata.get(header)
-    if (!carriesSecret(typeof sent === 'string' ? sent : undefined, expected)) throw errors.restrictedProtocol(restrictedApi.header)
+/**
+ * The shared memory RPCs over `api`. Failed calls without a status of this package are logged to `log`.
+ */
+export function sharedMemoryHandlers (api: SharedMemoryApi, log?: ErrorLogger): UntypedServiceImplementation {
+  /** A unary handler answering `answer(request)` once the call passed the core's gates. */
+  const rpc = <Request, Response>(memory: Memory, operation: Operation, answer: (request: Request) => Response) =>
+    unary((call: ServerUnaryCall<Request, Response>) => {
+      api.checkAccess(callerOf(call))
+      api.checkEnabled(memory, operation)
+      return answer(call.request)
+    }, log)
+  const register = unary((call: ServerUnaryCall<SystemSharedMemoryRegisterRequest, object>) => {
+    const { name, key, offset, byte_size: byteSize } = call.request
+    try {
+      api.checkAccess(callerOf(call))
+      api.checkEnabled('system', 'register')
+      api.register('system', name, { key, offset: uint64(offset), byte_size: uint64(byteSize) })
+    } catch (error) {
+      api.logRefusedRegister(name, error as Error)
+      throw error
+    }
+    return {}
+  }, log)
+  return {
+    SystemSharedMemoryStatus: rpc('system', 'status', ({ name }: NamedRequest) => statusMessage(api.status('system', name))),
+    SystemSharedMemoryRegister: register,
+    SystemSharedMemoryUnregister: rpc('system', 'unregister', ({ name }: NamedRequest) => {
+      api.unregister('system', name)
+      return {}
+    }),
+    CudaSharedMemoryStatus: rpc('cuda', 'status', ({ name }: NamedRequest): CudaSharedMemoryStatusResponse => {
+      api.status('cuda', name)
+      return { regions: {} }
+    }),
+    CudaSharedMemoryRegister: rpc('cuda', 'register', ({ name }: NamedRequest) => api.register('cuda', name, undefined)),
+    CudaSharedMemoryUnregister: rpc('cuda', 'unregister', ({ name }: NamedRequest) => {
+      api.unregister('cuda', name)
+      return {}
+    })
   }
 }
 
 /**
  * `SystemSharedMemory{Status,Register,Unregister}` and, as a server without GPUs,
- * `CudaSharedMemory{Status,Register,Unregister}`, for `server.addService(inferenceService().service, ...)`.
+ * `CudaSharedMemory{Status,Register,Unregister}` over `registry`, for
+ * `server.addService(inferenceService().service, ...)`, with the plugin's access options.
  * Failed calls without a status of this package are logged to `log`.
  */
 export function sharedMemoryService (registry: SystemSharedMemoryRegistry, options: SharedMemoryServiceOptions = {},
   log?: ErrorLogger): UntypedServiceImplementation {
-  const { allowClientShm = true } = options
-  const restricted = restrictedGate(options.restrictedApi)
-  const clientShm: Gate = () => { if (!allowClientShm) throw errors.clientShmDisabled() }
-  /** A unary handler answering `answer(request)` once the call passed the gates. */
-  const rpc = <Request, Response>(gates: Gate[], answer: (request: Request) => Response) =>
-    unary((call: ServerUnaryCall<Request, Response>) => {
-      restricted(call)
-      for (const gate of gates) gate(call)
-      return answer(call.request)
-    }, log)
-  return {
-    SystemSharedMemoryStatus: rpc([], ({ name }: SystemSharedMemoryStatusRequest) =>
-      statusMessage(name === '' ? registry.status() : registry.status(name))),
-    SystemSharedMemoryRegister: rpc([clientShm], ({ name, key, offset, byte_size: byteSize }: SystemSharedMemoryRegisterRequest) => {
-      registry.register(name, { key, offset: registerNumber('offset', offset), byteSize: registerNumber('byte_size', byteSize) })
-      return {}
-    }),
-    SystemSharedMemoryUnregister: rpc([clientShm], ({ name }: SystemSharedMemoryUnregisterRequest) => {
-      if (name === '') registry.unregisterAll()
-      else registry.unregister(name)
-      return {}
-    }),
-    CudaSharedMemoryStatus: rpc([], ({ name }: CudaSharedMemoryStatusRequest): CudaSharedMemoryStatusResponse => {
-      if (name !== '') throw errors.cudaRegionStatusNotFound(name)
-      return { regions: {} }
-    }),
-    CudaSharedMemoryRegister: rpc([clientShm], ({ name }: CudaSharedMemoryRegisterRequest) => {
-      if (name === '') throw errors.missingRegionName('cuda')
-      throw errors.cudaNotSupported(name)
-    }),
-    // Triton's gRPC examples unregister CUDA regions first and stop if that fails.
-    CudaSharedMemoryUnregister: rpc([], () => ({}))
-  }
+  const { allowClientShm, restrictedApi } = options
+  return sharedMemoryHandlers(new SharedMemoryApi(registry, { allowClientShm, restrictedApi }), log)
 }

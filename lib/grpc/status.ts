@@ -1,8 +1,9 @@
 /**
- * Errors as gRPC statuses: the message stays section 2's or 4's, word for word; the code is
- * Triton's for that situation. Written once for every RPC.
+ * Errors as gRPC statuses, written once for every RPC: the message stays the core's (Triton's,
+ * word for word), and the code is the one Triton answers for the error's kind.
  */
 import type { ServiceError } from '@grpc/grpc-js'
+import { type AnsweredKind, TritonError } from '../errors'
 
 /** The part of a pino / Fastify logger a failed call is logged to. */
 export interface ErrorLogger {
@@ -23,18 +24,30 @@ export const Status = {
   UNAVAILABLE: 14
 } as const
 
-/** Where Triton's gRPC code is not the one of the HTTP status. */
-const BY_ERROR_CODE: Record<string, number> = {
-  ERR_SHM_DUPLICATE_REGION: Status.ALREADY_EXISTS,
-  ERR_SHM_UNABLE_TO_OPEN: Status.INTERNAL,
-  ERR_SHM_OUTPUT_TOO_SMALL: Status.INTERNAL,
-  ERR_SHM_RESTRICTED_PROTOCOL: Status.UNAVAILABLE
+/** Each kind's code, as Triton answers it (its restricted protocol is UNAVAILABLE, and what it
+ * reports as INTERNAL the HTTP face answers as the client's doing). */
+export const GRPC_CODE: Readonly<Record<AnsweredKind, number>> = {
+  invalid: Status.INVALID_ARGUMENT,
+  exists: Status.ALREADY_EXISTS,
+  'not-found': Status.NOT_FOUND,
+  unusable: Status.INTERNAL,
+  denied: Status.PERMISSION_DENIED,
+  restricted: Status.UNAVAILABLE,
+  unsupported: Status.UNIMPLEMENTED,
+  unavailable: Status.UNAVAILABLE,
+  exhausted: Status.RESOURCE_EXHAUSTED,
+  cancelled: Status.CANCELLED,
+  internal: Status.INTERNAL,
+  'method-not-allowed': Status.UNIMPLEMENTED,
+  'too-long': Status.INVALID_ARGUMENT
 }
 
+/** An HTTP error of a host's own code (thrown by its `beforeRun` or model, e.g. @fastify/error's),
+ * by its status: the nearest gRPC code. */
 const BY_HTTP_STATUS: Record<number, number> = {
-  400: Status.INVALID_ARGUMENT,
   403: Status.PERMISSION_DENIED,
   404: Status.NOT_FOUND,
+  409: Status.ALREADY_EXISTS,
   413: Status.RESOURCE_EXHAUSTED,
   429: Status.RESOURCE_EXHAUSTED,
   499: Status.CANCELLED,
@@ -42,22 +55,19 @@ const BY_HTTP_STATUS: Record<number, number> = {
   503: Status.UNAVAILABLE
 }
 
-type AnsweredError = Error & { statusCode?: unknown, code?: unknown }
-
-/** The gRPC code of an error this package answers with (an HTTP status and an `ERR_SHM_…` code). */
-export function grpcCodeOf ({ statusCode, code }: { statusCode: number, code?: unknown }): number {
-  return BY_ERROR_CODE[code as string] ?? BY_HTTP_STATUS[statusCode] ?? (statusCode < 500 ? Status.INVALID_ARGUMENT : Status.INTERNAL)
-}
+const isHttpError = (status: unknown): status is number => Number.isInteger(status) && (status as number) >= 400 && (status as number) <= 599
 
 /**
- * The status to answer a failed call with. An error without an HTTP status is a bug: its message
- * may name internals, so it is logged and answered as a bare INTERNAL (never UNKNOWN).
+ * The status to answer a failed call with. An error that is neither this package's nor an HTTP
+ * error is a bug: its message may name internals, so it is logged and answered as a bare INTERNAL
+ * (never UNKNOWN).
  */
 export function toServiceError (error: unknown, log?: ErrorLogger): Partial<ServiceError> {
-  const { statusCode, code, message } = (error ?? {}) as AnsweredError
-  if (typeof statusCode !== 'number') {
-    log?.error({ err: error }, 'gRPC call failed')
-    return { code: Status.INTERNAL, details: 'Internal Server Error' }
+  if (error instanceof TritonError) return { code: GRPC_CODE[error.kind], details: error.message }
+  const { statusCode, message } = (error ?? {}) as { statusCode?: unknown, message?: string }
+  if (isHttpError(statusCode)) {
+    return { code: BY_HTTP_STATUS[statusCode] ?? (statusCode < 500 ? Status.INVALID_ARGUMENT : Status.INTERNAL), details: message }
   }
-  return { code: grpcCodeOf({ statusCode, code }), details: message }
+  log?.error({ err: error }, 'gRPC call failed')
+  return { code: Status.INTERNAL, details: 'Internal Server Error' }
 }

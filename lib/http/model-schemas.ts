@@ -4,8 +4,8 @@
  * routes check their input themselves (the model table resolves names and versions with
  * Triton's errors), so these schemas validate nothing a client sends.
  */
-import type { KServeModelsOpenApiOptions } from '../../types/models'
-import { errorResponseSchema } from '../schemas'
+import type { KServeModelsOpenApiOptions } from './models-options'
+import { errorResponseSchema } from './shared-memory-schemas'
 
 const KSERVE_TAG = 'KServe'
 

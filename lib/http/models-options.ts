@@ -2,35 +2,60 @@
  * The options of the model endpoints plugin, checked once at registration: a mistake fails
  * `app.ready()` with a message naming the option.
  */
-import Ajv, { type ErrorObject } from 'ajv'
-import type { KServeModelsOptions } from '../../types/models'
+import type { FastifyRequest } from 'fastify'
+import type { InferLimits } from '../../types/kserve'
+import * as errors from '../errors'
+import type { InferRequest } from '../kserve/infer-request'
+import { inferLimitsSchema } from '../kserve/infer-limits'
 import { ModelTable } from '../models/model-table'
-import { DEFAULT_DECORATOR, describeOptionError } from '../options'
-import { MAX_SAFE_INTEGER } from '../schemas'
+import { DEFAULT_DECORATOR } from './decorator'
+import { describeOptionProblem, positiveInteger, validatorOf } from '../util/options-validator'
 
-const positiveInteger = { type: 'integer', minimum: 1, maximum: MAX_SAFE_INTEGER } as const
+/** How the model endpoints appear in a host's OpenAPI document (@fastify/swagger). */
+export interface KServeModelsOpenApiOptions {
+  /** Leave every model endpoint out of the document. Default false. */
+  hide?: boolean
+  /** Tags of the routes. Default `['KServe']`. */
+  tags?: string[]
+  /** Put before every operationId (two registrations in one document need distinct ids). Default none. */
+  operationIdPrefix?: string
+}
 
-const optionsSchema = {
+/** Options of the `kserveModels` plugin: the KServe V2 server, health and model endpoints. */
+export interface KServeModelsOptions {
+  /** The models to serve (the same table a gRPC service may serve). */
+  models: ModelTable
+  /** The server's name in its metadata (`GET /v2`). Default `fastify-triton-shm`. */
+  name?: string
+  /** The server's version in its metadata. Default `''`: give your service's. */
+  version?: string
+  /** Name of the registry decorator that resolves `shared_memory_region` parameters: the
+   * `decorator` option fastify-triton-shm was registered with. Default `systemSharedMemory`. */
+  decorator?: string
+  /** Largest infer body, JSON and binary data together, in bytes. Default: Fastify's `bodyLimit`. */
+  bodyLimit?: number
+  /** Largest JSON part of an infer body, in bytes. Default 64 MiB, as Triton's. */
+  jsonLimit?: number
+  /** What one infer request may cost (defaults: `DEFAULT_INFER_LIMITS`). */
+  limits?: InferLimits
+  /** Awaited once an infer request is read (it holds its regions), before its model runs: a host's
+   * admission control or tracing. Its time counts as `queue` in the statistics; a throw fails the request. */
+  beforeRun?: (request: FastifyRequest, infer: InferRequest) => void | Promise<void>
+  openapi?: KServeModelsOpenApiOptions
+}
+
+const problemOf = validatorOf({
   type: 'object',
   additionalProperties: false,
   required: ['models'],
   properties: {
-    models: { modelTable: true },
+    models: { instanceOf: ModelTable },
     name: { type: 'string' },
     version: { type: 'string' },
     decorator: { type: 'string', minLength: 1 },
     bodyLimit: positiveInteger,
     jsonLimit: positiveInteger,
-    limits: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        maxBytesElements: positiveInteger,
-        maxJsonResponseChars: positiveInteger,
-        maxOutputBytes: positiveInteger,
-        sendTimeoutMs: positiveInteger
-      }
-    },
+    limits: inferLimitsSchema,
     beforeRun: { isFunction: true },
     openapi: {
       type: 'object',
@@ -46,27 +71,14 @@ const optionsSchema = {
     logLevel: { type: 'string' },
     logSerializers: { type: 'object' }
   }
-}
+})
 
-const MESSAGES: Record<string, string> = {
-  modelTable: 'must be a ModelTable',
-  isFunction: 'must be a function'
-}
+export const MODELS_PLUGIN = 'fastify-triton-shm models'
 
-const ajv = new Ajv({ allErrors: false, strict: true })
-ajv.addKeyword({ keyword: 'modelTable', schemaType: 'boolean', errors: false, validate: (_: boolean, value: unknown) => value instanceof ModelTable })
-ajv.addKeyword({ keyword: 'isFunction', schemaType: 'boolean', errors: false, validate: (_: boolean, value: unknown) => typeof value === 'function' })
-const validate = ajv.compile<KServeModelsOptions>(optionsSchema)
-
-function describeError (errors: ErrorObject[]): string {
-  const [error] = errors
-  if (error.keyword === 'required') return `option '${(error.params as { missingProperty: string }).missingProperty}' is required`
-  return describeOptionError(errors, MESSAGES)
-}
-
-/** The options with their defaults if they are valid; throws a TypeError naming the wrong one otherwise. */
+/** The options with their defaults if they are valid; throws `ERR_SHM_INVALID_OPTION` naming the wrong one otherwise. */
 export function checkModelsOptions (options: KServeModelsOptions) {
-  if (!validate(options)) throw new TypeError(`fastify-triton-shm models: ${describeError(validate.errors as ErrorObject[])}`)
+  const problem = problemOf(options)
+  if (problem !== undefined) throw errors.invalidOption(MODELS_PLUGIN, describeOptionProblem(problem))
   const { name = 'fastify-triton-shm', version = '', decorator = DEFAULT_DECORATOR, openapi = {}, ...rest } = options
   return { ...rest, name, version, decorator, openapi }
 }

@@ -7,13 +7,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify'
 import fp from 'fastify-plugin'
 import type { SystemSharedMemoryRegistry } from '../../types'
-import type { KServeModelsOptions } from '../../types/models'
-import { kserveErrorHandler } from '../kserve/error-handler'
-import { useInferBodyParser } from '../kserve/infer-body'
-import { readInferRequest } from '../kserve/infer-request'
+import * as errors from '../errors'
 import { serverMetadata } from '../models/server-metadata'
+import { kserveErrorHandler } from './error-handler'
+import { useInferBodyParser } from './infer-body'
+import { inferResponse, readInferRequest } from './infer-exchange'
 import { type ModelRoute, modelSchemas } from './model-schemas'
-import { checkModelsOptions } from './models-options'
+import { checkModelsOptions, type KServeModelsOptions, MODELS_PLUGIN } from './models-options'
 
 type ModelRequest = FastifyRequest<{ Params: { model: string, version?: string } }>
 type ModelHandler = (request: ModelRequest, reply: FastifyReply) => Promise<unknown>
@@ -23,9 +23,7 @@ const empty = (reply: FastifyReply, ready: boolean) => reply.code(ready ? 200 : 
 
 async function models (app: FastifyInstance, options: KServeModelsOptions) {
   const { models: table, name, version, decorator, bodyLimit, jsonLimit, limits, beforeRun, openapi } = checkModelsOptions(options)
-  if (!app.hasDecorator(decorator)) {
-    throw new TypeError(`fastify-triton-shm models: no registry at '${decorator}': register fastify-triton-shm first (option 'decorator')`)
-  }
+  if (!app.hasDecorator(decorator)) throw errors.noRegistry(MODELS_PLUGIN, decorator)
   const registry = (app as unknown as Record<string, SystemSharedMemoryRegistry>)[decorator]
   const schemas = modelSchemas(openapi)
   app.setErrorHandler(kserveErrorHandler)
@@ -47,9 +45,9 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
   const infer = async (request: ModelRequest, reply: FastifyReply) => {
     const { model, version } = request.params
     return table.infer(model, version, {
-      read: (signature) => readInferRequest(request, reply, { registry, model: signature, limits }),
+      read: (signature, modelVersion) => readInferRequest(request, reply, { registry, model: signature, modelVersion, limits }),
       ...(beforeRun !== undefined && { beforeRun: (inferRequest) => beforeRun(request, inferRequest) }),
-      respond: (inferRequest) => inferRequest.respond(reply)
+      respond: (inferRequest) => inferResponse(inferRequest, reply)
     })
   }
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {

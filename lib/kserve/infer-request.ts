@@ -1,15 +1,12 @@
 /**
- * One inference request, read for a model: its inputs as tensors, storage for its outputs, and the
- * response. Shared memory it uses is leased until the response is finished or the client goes away.
+ * One inference request, read for a model, whatever transport brought it: its inputs as tensors,
+ * storage for its outputs, and the response every transport encodes in its own way. Shared memory
+ * it uses is leased until its transport ends it (the response is built, or the client goes away).
  */
-import type { Socket } from 'node:net'
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
 import type { InferLimits, InferRequestWire, ModelSignature, Tensor, TensorData, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
-import { HEADER_LENGTH_HEADER, InferBody } from './infer-body'
 import { DEFAULT_INFER_LIMITS } from './infer-limits'
-import { checkInferRequest } from './infer-wire'
 import { BinaryCursor, type InputBytes, readInput } from './input-tensors'
 import {
   encodeResponse, type EncodedResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets,
@@ -21,6 +18,8 @@ export interface ReadInferRequestOptions {
   registry: SystemSharedMemoryRegistry
   /** The model the request is for; inputs and outputs are checked against it. */
   model: ModelSignature
+  /** The version of the model that runs it, named in the response (the model table gives it). */
+  modelVersion?: string
   /** What one request may cost (defaults: `DEFAULT_INFER_LIMITS`). */
   limits?: InferLimits
 }
@@ -58,6 +57,8 @@ function checkBatch ({ inputs }: InferRequestWire, { maxBatchSize = 0, name }: M
 export class InferRequest {
   readonly id?: string
   readonly model: ModelSignature
+  /** The version of the model that runs the request, when known: every response names it. */
+  readonly modelVersion?: string
   /** The request's inputs, in the order sent. */
   readonly inputs: Tensor[]
   readonly #plans: Map<string, OutputPlan>
@@ -67,22 +68,24 @@ export class InferRequest {
   /** Holds taken by `retain()` and not yet ended; `release()` waits for the last. */
   #holds = 0
   #releaseWaiting = false
-  readonly #limits: Required<InferLimits>
+  /** What this request may cost (the defaults, and the limits it was read with). */
+  readonly limits: Readonly<Required<InferLimits>>
   readonly #budgets: ResponseBudgets
 
   /** `bytes` gives the bytes of the inputs that declare them (`binary_data_size`), in order: a
    * binary body's section after its JSON, or another transport's own source. */
-  constructor (body: InferRequestWire, bytes: Buffer | InputBytes, { registry, model, limits }: ReadInferRequestOptions) {
+  constructor (body: InferRequestWire, bytes: Buffer | InputBytes, { registry, model, modelVersion, limits }: ReadInferRequestOptions) {
     const binary = Buffer.isBuffer(bytes) ? new BinaryCursor(bytes) : bytes
     this.id = body.id
     this.model = model
-    this.#limits = { ...DEFAULT_INFER_LIMITS, ...limits }
-    this.#budgets = responseBudgets(this.#limits, binary.byteLength)
+    this.modelVersion = modelVersion
+    this.limits = { ...DEFAULT_INFER_LIMITS, ...limits }
+    this.#budgets = responseBudgets(this.limits, binary.byteLength)
     const hold = (lease: Lease) => { this.#leases.push(lease) }
     try {
       checkInputNames(body, model)
       checkBatch(body, model)
-      const context = { model: model.name, registry, binary, limits: this.#limits, hold }
+      const context = { model: model.name, registry, binary, limits: this.limits, hold }
       this.inputs = body.inputs.map((input) => readInput(input, specOfInput(model, input.name, input.datatype, input.shape), context))
       binary.finish()
       this.#plans = planOutputs(body, model, registry, hold, [...this.#leases])
@@ -101,7 +104,7 @@ export class InferRequest {
   /** The input named `name` (the model's signature guarantees it was sent). */
   input<Data extends TensorData = TensorData> (name: string): Tensor<Data> {
     const tensor = this.inputs.find((input) => input.name === name)
-    if (tensor === undefined) throw new Error(`model '${this.model.name}' has no input '${name}'`)
+    if (tensor === undefined) throw errors.noSuchInput(this.model.name, name)
     return tensor as Tensor<Data>
   }
 
@@ -115,37 +118,18 @@ export class InferRequest {
    */
   output<Data extends TensorData = TensorData> (name: string, shape: number[]): Data {
     const spec = this.model.outputs.find((output) => output.name === name)
-    if (spec === undefined) throw new Error(`model '${this.model.name}' has no output '${name}'`)
-    const data = outputStorage(spec, shape, this.#plans.get(name), this.#limits, this.#budgets)
+    if (spec === undefined) throw errors.noSuchOutput(this.model.name, name)
+    const data = outputStorage(spec, shape, this.#plans.get(name), this.limits, this.#budgets)
     this.#produced.set(name, { spec, shape, data })
     return data as Data
   }
 
   /** The response for the outputs the request asked for, with the shared memory ones stored in
-   * their regions: what each transport sends. */
+   * their regions: what each transport sends. A transport ends the request's leases once it has
+   * it (`release()`): the response holds no byte of shared memory. */
   encode (): EncodedResponse {
-    return encodeResponse({ model_name: this.model.name, id: this.id }, this.#plans, this.#produced, this.#budgets)
-  }
-
-  /**
-   * The response body for the outputs the request asked for; sets the reply's headers. The body
-   * holds no byte of shared memory, so the request's leases end here: a client slow to read its
-   * response holds no region. One that reads nothing for `limits.sendTimeoutMs` is dropped.
-   */
-  respond (reply: FastifyReply): string | Buffer {
-    try {
-      const { header, binary } = this.encode()
-      dropWhenStalled(reply, this.#limits.sendTimeoutMs)
-      if (binary.length === 0) {
-        reply.type('application/json')
-        return header
-      }
-      const headerBytes = Buffer.from(header)
-      reply.type('application/octet-stream').header(HEADER_LENGTH_HEADER, headerBytes.length)
-      return Buffer.concat([headerBytes, ...binary])
-    } finally {
-      this.release()
-    }
+    const head = { id: this.id, model_name: this.model.name, model_version: this.modelVersion }
+    return encodeResponse(head, this.#plans, this.#produced, this.#budgets)
   }
 
   /**
@@ -176,68 +160,11 @@ export class InferRequest {
     }
   }
 
-  /** Ends every lease of this request (once no `retain()` holds them). Called when its response is
-   * finished or aborted. */
+  /** Ends every lease of this request (once no `retain()` holds them). Its transport calls it when
+   * the response is built or the client went away. */
   release (): void {
     this.#releaseWaiting = this.#holds > 0
     if (this.#releaseWaiting) return
     for (const lease of this.#leases.splice(0)) lease.release()
   }
-}
-
-/** Drops the connection once no byte of the response has moved for `ms` (Node restarts a socket's
- * timeout at every write the client's reading lets through, and sets its keep-alive timeout after). */
-function dropWhenStalled (reply: FastifyReply, ms: number): void {
-  reply.raw.setTimeout(ms, () => {
-    reply.log.warn({ sendTimeoutMs: ms }, 'the client read none of its response for the send timeout: connection dropped')
-    reply.raw.destroy()
-  })
-}
-
-function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: Buffer } {
-  if (request.body instanceof InferBody) return request.body
-  return { header: request.body as InferRequestWire, binary: Buffer.alloc(0) }
-}
-
-/**
- * Reads the infer request of `request` for `options.model`. Every lease it takes is released when
- * the reply is finished or the connection closes (also while the reply waits behind pipelined
- * ones), so a handler cannot forget one.
- */
-export function readInferRequest (request: FastifyRequest, reply: FastifyReply, options: ReadInferRequestOptions): InferRequest {
-  const { header, binary } = bodyOf(request)
-  const infer = new InferRequest(checkInferRequest(header), binary, options)
-  // A pipelined request's response waits behind the ones sent before it, and Node never closes a
-  // waiting response when its connection goes: the socket's close ends the request too.
-  const socket = request.raw.socket
-  let forgetSocket = () => {}
-  const close = () => {
-    reply.raw.off('close', close)
-    forgetSocket()
-    if (!reply.raw.writableFinished) infer.abandon()
-    infer.release()
-  }
-  reply.raw.once('close', close)
-  if (reply.raw.destroyed || socket.destroyed) close()
-  else forgetSocket = onSocketClose(socket, close)
-  return infer
-}
-
-const SOCKET_CLOSES = Symbol('fastify-triton-shm: infer requests ended by this socket\'s close')
-
-type ClosingSocket = Socket & { [SOCKET_CLOSES]?: Set<() => void> }
-
-/** Calls `close` when `socket` closes, through one listener per socket however many requests are
- * pipelined on it (a listener each would pile up past Node's warning limit). Returns the undo. */
-function onSocketClose (socket: ClosingSocket, close: () => void): () => void {
-  const closes = socket[SOCKET_CLOSES] ?? watchClose(socket)
-  closes.add(close)
-  return () => { closes.delete(close) }
-}
-
-function watchClose (socket: ClosingSocket): Set<() => void> {
-  const closes = new Set<() => void>()
-  socket[SOCKET_CLOSES] = closes
-  socket.once('close', () => { for (const close of closes) close() })
-  return closes
 }

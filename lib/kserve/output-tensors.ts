@@ -195,16 +195,32 @@ export interface EncodedResponse {
   outputs: EncodedOutput[]
 }
 
+/** Who answers: the model, and the request's id when it had one. */
+export interface ResponseHead {
+  id?: string
+  model_name: string
+  /** The version that ran, when known. */
+  model_version?: string
+}
+
+/** The response's first fields, in Triton's order. */
+function headerFields ({ id, model_name: model, model_version: version }: ResponseHead): string {
+  const fields = [`"model_name":${JSON.stringify(model)}`]
+  if (id !== undefined) fields.unshift(`"id":${JSON.stringify(id)}`)
+  if (version !== undefined) fields.push(`"model_version":${JSON.stringify(version)}`)
+  return fields.join(',')
+}
+
 /**
  * The response listing each planned output; shared-memory outputs are stored in their regions.
  * Everything that can refuse the request is done before the first byte is stored: a refused
  * request changes nothing in any region.
  */
-export function encodeResponse (head: { model_name: string, id?: string }, plans: Map<string, OutputPlan>,
+export function encodeResponse (head: ResponseHead, plans: Map<string, OutputPlan>,
   produced: Map<string, ProducedOutput>, budgets: ResponseBudgets): EncodedResponse {
   const outputs = [...plans].map(([name, plan]) => {
     const output = produced.get(name)
-    if (output === undefined) throw new Error(`the model did not produce output '${name}'`)
+    if (output === undefined) throw errors.outputNotProduced(name)
     if (plan.lease !== undefined) checkFits(output, plan.lease)
     return { name, plan, output }
   })
@@ -222,6 +238,5 @@ export function encodeResponse (head: { model_name: string, id?: string }, plans
     return `{${fields},"parameters":{"binary_data_size":${bytes.byteLength}}}`
   })
   for (const { plan, output } of outputs) if (plan.lease !== undefined) storeInSharedMemory(output, plan)
-  const id = head.id === undefined ? '' : `,"id":${JSON.stringify(head.id)}`
-  return { header: `{"model_name":${JSON.stringify(head.model_name)}${id},"outputs":[${entries.join(',')}]}`, binary, outputs: encoded }
+  return { header: `{${headerFields(head)},"outputs":[${entries.join(',')}]}`, binary, outputs: encoded }
 }

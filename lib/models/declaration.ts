@@ -2,9 +2,27 @@
  * A model declaration, checked once when the table is made: a mistake fails at startup with a
  * message naming the model and the field, instead of misbehaving at the first request.
  */
-import Ajv, { type ErrorObject } from 'ajv'
-import type { ModelDeclaration } from '../../types/models'
+import type { ModelSignature } from '../../types/kserve'
+import * as errors from '../errors'
 import { DATATYPES } from '../kserve/datatypes'
+import type { InferRequest } from '../kserve/infer-request'
+import { type Problem, validatorOf } from '../util/options-validator'
+
+/**
+ * One model (at one or more versions) as the host declares it: its KServe signature (`versions`
+ * default `['1']`; -1 in a shape is any size; with `maxBatchSize` above 0 the first dimension of
+ * every tensor is the batch), what Triton's model configuration adds, and what runs it.
+ */
+export interface ModelDeclaration extends ModelSignature {
+  /** Triton's `backend` (`onnxruntime`, `python`, ...): shown in the configuration. Default `''`. */
+  backend?: string
+  /** Triton's `label_filename` of an output, by output name: shown in the configuration. */
+  labelFilenames?: Record<string, string>
+  /** Whether the model starts ready (see `ModelTable.setReady`). Default true. */
+  ready?: boolean
+  /** Reads the inputs and fills the outputs of one request; may be async. A throw fails the request. */
+  run(infer: InferRequest): void | Promise<void>
+}
 
 /** Versions are Triton's int64 version numbers, written as the digits clients send (at most 15,
  * so each is exact as a JSON number in the configuration). */
@@ -26,7 +44,7 @@ const tensors = {
   }
 }
 
-const declarationSchema = {
+const problemOf = validatorOf({
   type: 'object',
   additionalProperties: false,
   required: ['name', 'inputs', 'outputs', 'run'],
@@ -35,6 +53,7 @@ const declarationSchema = {
     versions: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', pattern: VERSION } },
     platform: { type: 'string' },
     backend: { type: 'string' },
+    // Triton's max_batch_size, or Infinity for any batch.
     maxBatchSize: { batchSize: true },
     inputs: tensors,
     outputs: tensors,
@@ -42,41 +61,26 @@ const declarationSchema = {
     ready: { type: 'boolean' },
     run: { isFunction: true }
   }
-}
-
-const ajv = new Ajv({ allErrors: false, strict: true })
-ajv.addKeyword({ keyword: 'isFunction', schemaType: 'boolean', errors: false, validate: (_: boolean, value: unknown) => typeof value === 'function' })
-// Triton's max_batch_size, or Infinity for any batch (which JSON schema's numbers exclude).
-ajv.addKeyword({
-  keyword: 'batchSize',
-  schemaType: 'boolean',
-  errors: false,
-  validate: (_: boolean, value: unknown) => value === Infinity || (Number.isSafeInteger(value) && (value as number) >= 0)
 })
-const validate = ajv.compile<ModelDeclaration>(declarationSchema)
 
-function describeError ([error]: ErrorObject[]): string {
-  const path = error.instancePath.slice(1).replaceAll('/', '.')
-  if (error.keyword === 'additionalProperties') {
-    return `unknown field '${[path, (error.params as { additionalProperty: string }).additionalProperty].filter(Boolean).join('.')}'`
-  }
-  if (error.keyword === 'isFunction') return `'${path}' must be a function`
-  if (error.keyword === 'batchSize') return `'${path}' must be a non-negative integer or Infinity`
-  return `${path === '' ? 'the declaration' : `'${path}'`} ${error.message}`
+function describe ({ path, unknown, message }: Problem): string {
+  if (unknown !== undefined) return `unknown field '${unknown}'`
+  return `${path === '' ? 'the declaration' : `'${path}'`} ${message}`
 }
 
 const invalid = (declaration: unknown, reason: string) => {
   const name = (declaration as { name?: unknown } | null)?.name
-  return new TypeError(`fastify-triton-shm: model${typeof name === 'string' ? ` '${name}'` : ''}: ${reason}`)
+  return errors.invalidModelDeclaration(typeof name === 'string' ? name : undefined, reason)
 }
 
 /** The tensor whose first dimension is not the batch (-1) although the model batches. */
 const withoutBatchDimension = ({ inputs, outputs }: ModelDeclaration) =>
   [...inputs, ...outputs].find(({ shape }) => shape[0] !== -1)
 
-/** Returns the declaration if it is valid; throws a TypeError naming the model and the field otherwise. */
+/** Returns the declaration if it is valid; throws `ERR_SHM_INVALID_MODEL_DECLARATION` naming the model and the field otherwise. */
 export function checkDeclaration (declaration: ModelDeclaration): ModelDeclaration {
-  if (!validate(declaration)) throw invalid(declaration, describeError(validate.errors as ErrorObject[]))
+  const problem = problemOf(declaration)
+  if (problem !== undefined) throw invalid(declaration, describe(problem))
   const unbatched = (declaration.maxBatchSize ?? 0) > 0 ? withoutBatchDimension(declaration) : undefined
   if (unbatched !== undefined) {
     throw invalid(declaration, `tensor '${unbatched.name}' must have -1 as its first dimension: with maxBatchSize above 0 it is the batch`)

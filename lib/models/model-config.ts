@@ -4,7 +4,8 @@
  * values as JSON numbers).
  */
 import type { TensorSpec } from '../../types/kserve'
-import type { ConfigDatatype, ModelConfigResponse, ModelDeclaration, ModelMetadataResponse } from '../../types/models'
+import type { ConfigDatatype, ModelConfigResponse, ModelMetadataResponse } from '../../types/models'
+import type { ModelDeclaration } from './declaration'
 
 /** Triton's `max_batch_size` is an int32: a model that takes any batch shows the largest. */
 const INT32_MAX = 2 ** 31 - 1

@@ -2,18 +2,31 @@
  * The model table: every model the service serves, name -> version -> declaration, with its
  * readiness and statistics. Transport-neutral: HTTP routes and a gRPC service both answer from it,
  * so a model is declared once and every rule (resolution, Triton's errors, what is measured) is
- * written once. Its methods return plain objects and throw `SharedMemoryError`s (an HTTP status
- * and an `ERR_SHM_…` code a gRPC face maps to its own).
+ * written once. Its methods return plain objects and throw `TritonError`s, whose kinds each face
+ * maps to its own status.
  */
 import type { ModelSignature } from '../../types/kserve'
-import type {
-  InferCall, ModelConfigResponse, ModelDeclaration, ModelMetadataResponse, ModelStatisticsResponse
-} from '../../types/models'
+import type { ModelConfigResponse, ModelMetadataResponse, ModelStatisticsResponse } from '../../types/models'
 import * as errors from '../errors'
 import type { InferRequest } from '../kserve/infer-request'
-import { checkDeclaration, DEFAULT_VERSIONS } from './declaration'
+import { checkDeclaration, DEFAULT_VERSIONS, type ModelDeclaration } from './declaration'
 import { modelConfig, modelMetadata } from './model-config'
 import { InferenceStatistics } from './statistics'
+
+/**
+ * One inference through `ModelTable.infer`, in the transport's terms: how to read the request,
+ * what to do before the run, and how to answer. Each step is timed into the model's statistics.
+ */
+export interface InferCall<Result> {
+  /** Reads the request for the resolved model's signature; `version` is the one that will run,
+   * for the response to name (timed as `compute_input`). A request already read is given as
+   * `() => infer`. A throw fails the request. */
+  read(signature: ModelSignature, version: string): InferRequest
+  /** Awaited once the request is read, before the run (timed as `queue`): admission, tracing. */
+  beforeRun?(infer: InferRequest): void | Promise<void>
+  /** The response, from the outputs the run filled (timed as `compute_output`). */
+  respond(infer: InferRequest): Result
+}
 
 /** One version of one model. */
 interface ModelVersion {
@@ -46,7 +59,8 @@ export class ModelTable {
   readonly #models = new Map<string, ModelVersion[]>()
 
   /**
-   * Checks every declaration (a TypeError names the model and the field that is wrong). One name
+   * Checks every declaration (an `ERR_SHM_INVALID_MODEL_DECLARATION` TypeError names the model and
+   * the field that is wrong). One name
    * may be declared several times, for distinct versions.
    */
   constructor (declarations: Iterable<ModelDeclaration>) {
@@ -54,7 +68,7 @@ export class ModelTable {
       const { name, versions = DEFAULT_VERSIONS, ready = true } = checkDeclaration(declaration)
       const known = this.#models.get(name) ?? []
       const taken = known.find(({ version }) => versions.includes(version))
-      if (taken !== undefined) throw new TypeError(`fastify-triton-shm: model '${name}' version ${taken.version} is declared twice`)
+      if (taken !== undefined) throw errors.modelVersionDeclaredTwice(name, taken.version)
       const signature = signatureOf(declaration, versions)
       known.push(...versions.map((version) => ({ version, declaration, signature, ready, statistics: new InferenceStatistics() })))
       this.#models.set(name, known.sort(byVersion))
@@ -164,7 +178,7 @@ export class ModelTable {
     const model = this.#resolve(name, version)
     const start = performance.now()
     try {
-      const infer = call.read(model.signature)
+      const infer = call.read(model.signature, model.version)
       const read = performance.now()
       await call.beforeRun?.(infer)
       infer.signal.throwIfAborted()

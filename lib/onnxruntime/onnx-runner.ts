@@ -5,6 +5,7 @@
  * the first model loads.
  */
 import * as errors from '../errors'
+import { describeOptionProblem, nonNegativeInteger, positiveInteger, type Problem, validatorOf } from '../util/options-validator'
 import { OnnxModel, type RunSlots } from './onnx-model'
 import { bundledLibrary, loadRuntime, ortAddon, type OrtRuntimeHandle } from './ort-library'
 
@@ -30,21 +31,35 @@ export interface OnnxSessionOptions {
 
 const OPTIMIZATION_LEVELS = { disabled: 0, basic: 1, extended: 2, all: 99 }
 
-function checkCount (name: string, value: number, least: number): number {
-  if (!Number.isSafeInteger(value) || value < least) throw new TypeError(`${name} must be an integer of at least ${least}, got ${value}`)
-  return value
+const FEATURE = 'fastify-triton-shm/onnxruntime'
+
+const problemOfRunner = validatorOf({
+  type: 'object',
+  additionalProperties: false,
+  properties: { concurrency: positiveInteger, library: { type: 'string', minLength: 1 } }
+})
+
+const problemOfSession = validatorOf({
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    intraOpThreads: nonNegativeInteger,
+    interOpThreads: nonNegativeInteger,
+    graphOptimizationLevel: { enum: Object.keys(OPTIMIZATION_LEVELS) },
+    logSeverityLevel: { type: 'integer', minimum: 0, maximum: 4 }
+  }
+})
+
+/** Throws `ERR_SHM_INVALID_OPTION` naming the first wrong option. */
+function checkOptions (problemOf: (options: unknown) => Problem | undefined, options: object): void {
+  const problem = problemOf(options)
+  if (problem !== undefined) throw errors.invalidOption(FEATURE, describeOptionProblem(problem))
 }
 
-function sessionConfig ({ intraOpThreads = 1, interOpThreads = 0, graphOptimizationLevel = 'all', logSeverityLevel = 2 }: OnnxSessionOptions) {
-  const level = OPTIMIZATION_LEVELS[graphOptimizationLevel]
-  if (level === undefined) throw new TypeError(`graphOptimizationLevel must be one of ${Object.keys(OPTIMIZATION_LEVELS).join(', ')}`)
-  if (!(logSeverityLevel >= 0 && logSeverityLevel <= 4)) throw new TypeError('logSeverityLevel must be 0 to 4')
-  return {
-    intraOpThreads: checkCount('intraOpThreads', intraOpThreads, 0),
-    interOpThreads: checkCount('interOpThreads', interOpThreads, 0),
-    graphOptimizationLevel: level,
-    logSeverityLevel: checkCount('logSeverityLevel', logSeverityLevel, 0)
-  }
+function sessionConfig (options: OnnxSessionOptions) {
+  checkOptions(problemOfSession, options)
+  const { intraOpThreads = 1, interOpThreads = 0, graphOptimizationLevel = 'all', logSeverityLevel = 2 } = options
+  return { intraOpThreads, interOpThreads, graphOptimizationLevel: OPTIMIZATION_LEVELS[graphOptimizationLevel], logSeverityLevel }
 }
 
 export class OnnxRunner {
@@ -58,9 +73,10 @@ export class OnnxRunner {
   #closed = false
   readonly #slots: RunSlots = { acquire: () => this.#acquire() }
 
-  constructor ({ concurrency = 2, library }: OnnxRunnerOptions = {}) {
-    this.#concurrency = checkCount('concurrency', concurrency, 1)
-    this.#library = library
+  constructor (options: OnnxRunnerOptions = {}) {
+    checkOptions(problemOfRunner, options)
+    this.#concurrency = options.concurrency ?? 2
+    this.#library = options.library
   }
 
   /** The ONNX Runtime the runner loaded, as it reports its version ("1.30.0"); undefined before the first model. */
@@ -91,7 +107,7 @@ export class OnnxRunner {
   }
 
   #checkOpen (): void {
-    if (this.#closed) throw new Error('the ONNX runner is closed')
+    if (this.#closed) throw errors.onnxRunnerClosed()
   }
 
   /** Refuses new runs (503), waits for those in flight, then ends every model's session. For the

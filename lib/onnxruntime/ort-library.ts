@@ -4,8 +4,9 @@
  * library runs in this process with its full rights, so only a path the host chose is ever opened.
  */
 import path from 'node:path'
-import { nativeAddon } from '../native-addon'
-import { optionalPeer } from '../optional-peer'
+import { nativeAddon } from '../addon/native-addon'
+import * as errors from '../errors'
+import { optionalPeer } from '../util/optional-peer'
 
 /** One input or output of a graph, as the addon describes it. */
 export interface OrtValueInfo {
@@ -65,7 +66,7 @@ export function loadRuntime (libraryPath: string): OrtRuntimeHandle {
   try {
     runtime = ortAddon.ortLoad(libraryPath)
   } catch (error) {
-    throw new Error(`${FEATURE} could not load ONNX Runtime from ${libraryPath}: ${(error as Error).message}`, { cause: error })
+    throw errors.onnxRuntimeLoadFailed(error, libraryPath, (error as Error).message)
   }
   return checkServes(runtime, libraryPath)
 }
@@ -73,7 +74,7 @@ export function loadRuntime (libraryPath: string): OrtRuntimeHandle {
 /** The runtime, if its version serves the API version the runner asked for; else throws. */
 export function checkServes (runtime: OrtRuntimeHandle, libraryPath: string): OrtRuntimeHandle {
   if (!servesApi(runtime.version, runtime.apiVersion)) {
-    throw new Error(`${FEATURE} needs ONNX Runtime 1.${runtime.apiVersion} or newer; ${libraryPath} is ${runtime.version}`)
+    throw errors.onnxRuntimeTooOld(undefined, libraryPath, `1.${runtime.apiVersion}`, runtime.version)
   }
   return runtime
 }

@@ -3,7 +3,7 @@
  * of this package loads it.
  */
 import type * as Ort from 'onnxruntime-node'
-import { optionalPeer } from '../optional-peer'
+import { optionalPeer } from '../util/optional-peer'
 
 /** The runtime's module; throws, naming the package, where it is not installed. `load` is
  * `require`, or a stand-in for it. */

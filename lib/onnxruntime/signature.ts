@@ -1,6 +1,7 @@
 /** The KServe model signature of an ONNX Runtime session, from its graph's inputs and outputs. */
 import type { InferenceSession } from 'onnxruntime-node'
 import type { ModelSignature, TensorSpec } from '../../types/kserve'
+import * as errors from '../errors'
 import { datatypeOf } from './datatypes'
 
 export interface OnnxSignatureOptions {
@@ -15,9 +16,9 @@ export interface OnnxSignatureOptions {
 }
 
 function specOf (value: InferenceSession.ValueMetadata, shapes: Record<string, number[]>): TensorSpec {
-  if (!value.isTensor) throw new TypeError(`graph value '${value.name}' is not a tensor: only tensors can be served`)
+  if (!value.isTensor) throw errors.notATensor(value.name)
   const datatype = datatypeOf(value.type)
-  if (datatype === undefined) throw new TypeError(`graph tensor '${value.name}' has type ${value.type}, which KServe has no datatype for`)
+  if (datatype === undefined) throw errors.noKServeDatatype(value.name, value.type)
   // Symbolic dimensions ('batch', 'N') take any size.
   const shape = shapes[value.name] ?? value.shape.map((dim) => typeof dim === 'number' ? dim : -1)
   return { name: value.name, datatype, shape }

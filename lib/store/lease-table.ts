@@ -9,7 +9,7 @@
  * `-shm` file: it goes with the store's directory, so no way of stopping can leave it anywhere else.
  */
 import { closeSync, constants, ftruncateSync, openSync, rmSync } from 'node:fs'
-import { isIntact, mapFile, unmapObject } from '../posix-shm'
+import { isIntact, mapFile, unmapObject } from '../addon/posix-shm'
 
 /** Most processes that can share one registry. */
 export const PROCESS_SLOTS = 128

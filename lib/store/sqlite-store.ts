@@ -6,8 +6,8 @@
  */
 import { closeSync, constants, openSync } from 'node:fs'
 import type { SharedRegistryOptions } from '../../types'
-import { storeFailed } from '../errors'
-import { optionalPeer } from '../optional-peer'
+import { storeFailed, storeOpenFailed } from '../errors'
+import { optionalPeer } from '../util/optional-peer'
 import { LeaseTable, PROCESS_SLOTS, REGION_SLOTS } from './lease-table'
 import { isAlive, thisProcess } from './process-identity'
 import type { NewRegion, RegionRecord, RegionStore } from './region-store'
@@ -116,7 +116,7 @@ export class SqliteStore implements RegionStore {
     } catch (error) {
       this.#leases?.close()
       db?.close()
-      throw new Error(`fastify-triton-shm: cannot open the shared registry store '${path}': ${(error as Error).message}`, { cause: error })
+      throw storeOpenFailed(error, path, (error as Error).message)
     }
   }
 

@@ -8,7 +8,7 @@ import {
 } from '@grpc/grpc-js'
 import type { Test } from 'tap'
 import { inferenceService, MESSAGE_LIMIT_OPTIONS, modelInferHandler, sharedMemoryService } from '../../lib/grpc'
-import { ModelTable } from '../../lib/models'
+import { ModelTable } from '../../lib/index'
 import type { SystemSharedMemoryRegistry } from '../../types'
 import type { SharedMemoryServiceOptions } from '../../types/grpc'
 import type { TestModel } from './kserve'

@@ -8,7 +8,7 @@ import Fastify, {
   type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, type LightMyRequestResponse
 } from 'fastify'
 import type { Test } from 'tap'
-import fastifyTritonShm, { type InferRequest, readInferRequest, SharedMemoryObject, useInferBodyParser } from '../../lib/index'
+import fastifyTritonShm, { httpStatusOf, type InferRequest, inferResponse, readInferRequest, SharedMemoryObject, useInferBodyParser } from '../../lib/index'
 import type { Datatype, InferLimits, InferResponseWire, ModelSignature, TensorData, TensorParameters } from '../../types'
 import { register } from './http'
 import { objectPath, uniqueKey, unlinkOnTeardown } from './shm'
@@ -43,8 +43,7 @@ export interface InferApp {
 export async function buildInferApp (t: Test, models: TestModel[], options: InferAppOptions = {}): Promise<InferApp> {
   const app = Fastify(options.server)
   t.teardown(() => app.close())
-  app.setErrorHandler((error: Error & { statusCode?: number }, _request, reply) =>
-    reply.code(error.statusCode ?? 500).send({ error: error.message }))
+  app.setErrorHandler((error: Error, _request, reply) => reply.code(httpStatusOf(error) ?? 500).send({ error: error.message }))
   await app.register(fastifyTritonShm)
   const byName = new Map(models.map((model) => [model.signature.name, model]))
   const seen: InferRequest[] = []
@@ -57,7 +56,7 @@ export async function buildInferApp (t: Test, models: TestModel[], options: Infe
       const infer = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature, limits: options.limits })
       seen.push(infer)
       await model.execute(infer)
-      return infer.respond(reply)
+      return inferResponse(infer, reply)
     })
   })
   await app.ready()

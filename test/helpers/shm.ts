@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, openSync, readdirSync, readFileSync, readSync, rmSync, writeSync } from 'node:fs'
 import type { Test } from 'tap'
-import { createObject, unlinkObject } from '../../lib/posix-shm'
+import { createObject, unlinkObject } from '../../lib/addon/posix-shm'
 
 export const PAGE_SIZE = 4096
 

@@ -9,7 +9,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
-import fastifyTritonShm, { readInferRequest, useInferBodyParser } from '../../lib/index'
+import fastifyTritonShm, { inferResponse, readInferRequest, useInferBodyParser } from '../../lib/index'
 import { registerBody, SYSTEM } from './app'
 import { infer, shmInput, sumModel } from './kserve'
 import { mappingsOf } from './shm'
@@ -42,7 +42,7 @@ async function sharingApp (store: string, gate: Gate): Promise<FastifyInstance> 
       const inferRequest = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature })
       await gate.pass()
       await model.execute(inferRequest)
-      return inferRequest.respond(reply)
+      return inferResponse(inferRequest, reply)
     })
   })
   await app.ready()

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { describe, expect, test } from 'tstyche'
 import Fastify from 'fastify'
 import {
-  apiFrameworkErrors, type BytesElements, type InferRequest, kserveErrorHandler, type ModelSignature, readInferRequest,
+  apiFrameworkErrors, type BytesElements, type InferRequest, inferResponse, kserveErrorHandler, type ModelSignature, readInferRequest,
   type SystemSharedMemoryRegistry, type Tensor, type TensorData
 } from '../../lib/index'
 
@@ -47,7 +47,7 @@ describe('KServe helpers', () => {
     expect(infer.output<Float32Array>('OUTPUT0', [1, 16])).type.toBe<Float32Array>()
     expect(infer.output<Buffer[]>('OUTPUT0', [1, 16])).type.toBe<Buffer[]>()
     expect(infer.output<string>('OUTPUT0', [1])).type.toRaiseError()
-    expect(infer.respond(reply)).type.toBe<string | Buffer>()
+    expect(inferResponse(infer, reply)).type.toBe<string | Buffer>()
   })
 })
 

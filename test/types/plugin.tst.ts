@@ -1,7 +1,7 @@
 import Fastify from 'fastify'
 import { describe, expect, test } from 'tstyche'
 import fastifyTritonShm, {
-  fastifyTritonShm as named, type FastifyTritonShmOptions, type Lease, Registry, SharedMemoryError,
+  fastifyTritonShm as named, type FastifyTritonShmOptions, type ErrorKind, type Lease, Registry, TritonError,
   type SharedMemoryRegionStatus, type SystemSharedMemoryRegistry
 } from '../../lib/index'
 
@@ -92,8 +92,10 @@ describe('the registry without HTTP', () => {
 })
 
 describe('errors', () => {
-  test('carry an HTTP status', () => {
-    expect<SharedMemoryError['statusCode']>().type.toBe<number>()
-    expect<SharedMemoryError>().type.toBeAssignableTo<Error>()
+  test('carry a code and a kind, not a transport\'s status', () => {
+    expect<TritonError['code']>().type.toBe<string>()
+    expect<TritonError['kind']>().type.toBeAssignableTo<ErrorKind>()
+    expect<TritonError>().type.toBeAssignableTo<Error>()
+    expect<TritonError>().type.not.toHaveProperty('statusCode')
   })
 })

@@ -1,48 +1,8 @@
 /**
- * A small client for a server with this API (or Triton itself): creates and maps shared memory
- * regions on this side, registers them over HTTP and sends inference requests that point at them.
+ * A small HTTP client for a server with this API (or Triton itself): registers shared memory
+ * regions (made with `SharedMemoryObject`) and sends inference requests that point at them.
  */
-import type { ErrorResponse, InferRequestWire, InferResponseWire, SharedMemoryRegionStatus } from '../types'
-import { createObject, mapObject, unlinkObject, unmapObject } from './posix-shm'
-
-/** A POSIX shared memory object this process created (or opened) and mapped. */
-export class SharedMemoryObject {
-  /** The mapped bytes; length 0 once closed. */
-  readonly bytes: Uint8Array
-  readonly #mapping: ArrayBuffer
-
-  private constructor (readonly key: string, readonly byteSize: number) {
-    this.#mapping = mapObject(key, 0, byteSize)
-    this.bytes = new Uint8Array(this.#mapping)
-  }
-
-  /** Creates a new object of `byteSize` zero bytes (mode 0600) and maps it. */
-  static create (key: string, byteSize: number): SharedMemoryObject {
-    createObject(key, byteSize)
-    try {
-      return new SharedMemoryObject(key, byteSize)
-    } catch (error) {
-      unlinkObject(key)
-      throw error
-    }
-  }
-
-  /** Maps the first `byteSize` bytes of an existing object. */
-  static open (key: string, byteSize: number): SharedMemoryObject {
-    return new SharedMemoryObject(key, byteSize)
-  }
-
-  /** Unmaps; views over `bytes` read as empty afterwards. */
-  close (): void {
-    unmapObject(this.#mapping)
-  }
-
-  /** Unmaps and removes the object's name. */
-  destroy (): void {
-    this.close()
-    unlinkObject(this.key)
-  }
-}
+import type { ErrorResponse, InferRequestWire, InferResponseWire, SharedMemoryRegionStatus } from '../../types'
 
 /** An error answered by the server, with its status and `{"error"}` message. */
 export class ServerError extends Error {

@@ -4,9 +4,9 @@
  */
 import path from 'node:path'
 
-// The package root holds binding.gyp, both from lib/ (sources) and from dist/lib/ (compiled).
-// Only a trailing dist/lib counts: a checkout may itself sit inside a directory named dist.
-const packageRoot = path.dirname(__dirname.replace(/[\\/]dist(?=[\\/]lib$)/, ''))
+// The package root holds binding.gyp, both from lib/addon/ (sources) and from dist/lib/addon/
+// (compiled). Only a trailing dist/lib/addon counts: a checkout may itself sit inside a directory named dist.
+const packageRoot = path.resolve(__dirname.replace(/[\\/]dist(?=[\\/]lib[\\/]addon$)/, ''), '../..')
 
 /** node-gyp-build finds a prebuilt binary for this platform, or the one node-gyp built at install. */
 export const nativeAddon: unknown = (require('node-gyp-build') as (root: string) => unknown)(packageRoot)

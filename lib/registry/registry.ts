@@ -8,16 +8,16 @@ import { EventEmitter } from 'node:events'
 import type {
   Lease, Limits, RegionSource, RegistryCounters, RegistryEvents, RegistryLogger, RegistryOptions,
   SharedMemoryRegionStatus, SystemSharedMemoryRegistry
-} from '../types'
-import * as errors from './errors'
-import { SharedMemoryError } from './errors'
+} from '../../types'
+import * as errors from '../errors'
+import { TritonError } from '../errors'
 import { KeyPolicy } from './key-policy'
 import { RegionLease } from './lease'
-import { MappedRange, PosixShmError } from './posix-shm'
+import { MappedRange, PosixShmError } from '../addon/posix-shm'
 import { Region, regionStatus } from './region'
-import { MemoryStore } from './store/memory-store'
-import type { RegionRecord, RegionStore } from './store/region-store'
-import { SqliteStore } from './store/sqlite-store'
+import { MemoryStore } from '../store/memory-store'
+import type { RegionRecord, RegionStore } from '../store/region-store'
+import { SqliteStore } from '../store/sqlite-store'
 
 const GiB = 1024 ** 3
 
@@ -89,7 +89,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
 
   /** Counts a refusal by its code (errors that are not the client's count as `ERR_SHM`). */
   #rejected (error: unknown): unknown {
-    const code = error instanceof SharedMemoryError ? error.code : 'ERR_SHM'
+    const code = error instanceof TritonError ? error.code : 'ERR_SHM'
     this.#rejections.set(code, (this.#rejections.get(code) ?? 0) + 1)
     return error
   }

@@ -5,8 +5,8 @@
  * their `{"error"}` shape, and leaves every other path to the host's answer.
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import * as errors from './errors'
-import { kserveErrorHandler } from './kserve/error-handler'
+import * as errors from '../errors'
+import { kserveErrorHandler } from './error-handler'
 
 export type FrameworkErrorsHandler = (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => void
 

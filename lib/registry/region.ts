@@ -3,9 +3,9 @@
  * object, and the leases that hold it here. A shared registration is mapped by each process at its
  * first use there.
  */
-import type { SharedMemoryRegionStatus } from '../types'
-import { MappedRange } from './posix-shm'
-import type { RegionRecord } from './store/region-store'
+import type { SharedMemoryRegionStatus } from '../../types'
+import { MappedRange } from '../addon/posix-shm'
+import type { RegionRecord } from '../store/region-store'
 
 export const regionStatus = ({ name, key, offset, byteSize }: RegionRecord): SharedMemoryRegionStatus =>
   ({ name, key, offset, byte_size: byteSize })

@@ -1,16 +1,19 @@
 /**
- * JSON schemas of the routes: request validation (by the plugin's own Ajv) and the OpenAPI
- * description a host's @fastify/swagger publishes, with the seed's operationIds, tags and summaries.
+ * JSON schemas of the shared memory routes: the OpenAPI description a host's @fastify/swagger
+ * publishes, with the seed's operationIds, tags and summaries. The routes validate nothing with
+ * them: the core reads every field with Triton's messages.
  */
+import type { FastifySchema } from 'fastify'
 
 const SYSTEM_TAG = 'System Shared Memory'
 const CUDA_TAG = 'CUDA Shared Memory'
 const SUMMARY_PREFIX = 'Triton Inference Server'
 
-export const MAX_SAFE_INTEGER = Number.MAX_SAFE_INTEGER
+/** Left out of a host's OpenAPI document (understood by @fastify/swagger). */
+export const HIDDEN = { hide: true } as FastifySchema
 
 const unsignedInteger = (description: string) =>
-  ({ type: 'integer', minimum: 0, maximum: MAX_SAFE_INTEGER, description }) as const
+  ({ type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description }) as const
 
 export const regionStatusSchema = {
   type: 'object',

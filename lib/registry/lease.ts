@@ -1,5 +1,5 @@
 /** A hold on part of a region for one use; see `Lease` in types/. */
-import type { Lease } from '../types'
+import type { Lease } from '../../types'
 
 /** Where a lease lies in its shared memory object, whatever region and key it came through. */
 export interface ObjectRange {

@@ -2,8 +2,8 @@
  * Which keys a client may register. Every check here runs before anything touches the file
  * system: a key names an object in /dev/shm, so it must name nothing else.
  */
-import type { KeyRule } from '../types'
-import { invalidKey, reservedKey } from './errors'
+import type { KeyRule } from '../../types'
+import { invalidKey, reservedKey } from '../errors'
 
 /** Objects that belong to other components of an inference server (Triton's Python backend). The
  * package itself keeps nothing in /dev/shm: a shared registry's lease table lives beside its store. */

@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { InferRequestWire } from '../../types/kserve'
 import * as errors from '../errors'
-import { DEFAULT_JSON_LIMIT } from './infer-limits'
+import { DEFAULT_JSON_LIMIT } from '../kserve/infer-limits'
 
 export const HEADER_LENGTH_HEADER = 'inference-header-content-length'
 

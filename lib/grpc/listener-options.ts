@@ -1,0 +1,35 @@
+/** The options of the plugin's gRPC listener (the plugin's `grpc` option), and their schema. */
+import { inferLimitsSchema } from '../kserve/infer-limits'
+import type { InferLimits } from '../../types/kserve'
+import { ModelTable } from '../models/model-table'
+
+/** The plugin's gRPC listener (`grpc` option): KServe V2 over gRPC on the plugin's registry. */
+export interface GrpcListenerOptions {
+  /** Address to listen on. Default `127.0.0.1`. */
+  host?: string
+  /** Port to listen on; 0 lets the system choose (read it from `app.tritonGrpc.port`). Default 8001, as Triton's. */
+  port?: number
+  /** The models ModelInfer, ModelMetadata, ModelConfig... serve: the table the HTTP routes serve. Default none. */
+  models?: ModelTable
+  /** The server's name and version in `ServerMetadata`. */
+  server?: { name: string, version: string }
+  /** What one inference request may cost. */
+  limits?: InferLimits
+}
+
+export const grpcListenerSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    host: { type: 'string', minLength: 1 },
+    port: { type: 'integer', minimum: 0, maximum: 65535 },
+    models: { instanceOf: ModelTable },
+    server: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['name', 'version'],
+      properties: { name: { type: 'string' }, version: { type: 'string' } }
+    },
+    limits: inferLimitsSchema
+  }
+} as const

@@ -1,3 +1,0 @@
-/** The model table: models declared once, served by every transport. */
-export { ModelTable } from './model-table'
-export { serverMetadata, SERVER_EXTENSIONS } from './server-metadata'

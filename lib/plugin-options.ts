@@ -1,0 +1,81 @@
+/**
+ * The plugin's options, and their check: made once at registration, so a mistake fails
+ * `app.ready()` with a message naming the option instead of misbehaving at the first request.
+ */
+import type { OpenApiOptions, RegistryOptions } from '../types'
+import * as errors from './errors'
+import { grpcListenerSchema, type GrpcListenerOptions } from './grpc/listener-options'
+import { restrictedApiSchema } from './registry/shared-memory-api'
+import { describeOptionProblem, positiveInteger, validatorOf } from './util/options-validator'
+
+export interface FastifyTritonShmOptions extends Omit<RegistryOptions, 'logger'> {
+  /** Also serve KServe V2 over gRPC (`inference.GRPCInferenceService`) on a second port, with
+   * the shared memory RPCs over this registry; needs `@grpc/grpc-js` and `@grpc/proto-loader`. */
+  grpc?: GrpcListenerOptions
+  /** Prefix of every route, e.g. `/triton`. Default: none. */
+  prefix?: string
+  /** Name of the decorator on the Fastify instance. Default `systemSharedMemory`. */
+  decorator?: string
+  /** When false, register and both system unregister routes answer 501, as Triton does without client
+   * shared memory (status still works; the registry's own methods are not affected). Default true. */
+  allowClientShm?: boolean
+  /** Serve the whole API only to requests that carry this header with this value (else 403). */
+  restrictedApi?: { header: string, value: string }
+  /** How the routes appear in a host's OpenAPI document (@fastify/swagger). */
+  openapi?: OpenApiOptions
+}
+
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    prefix: { type: 'string' },
+    decorator: { type: 'string', minLength: 1 },
+    allowClientShm: { type: 'boolean' },
+    restrictedApi: restrictedApiSchema,
+    allowKey: { keyRule: true },
+    reservedKeyPrefixes: { type: 'array', items: { type: 'string', minLength: 1 } },
+    limits: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        maxRegions: positiveInteger,
+        maxRegionBytes: positiveInteger,
+        maxTotalBytes: positiveInteger
+      }
+    },
+    sharedRegistry: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['path'],
+      properties: {
+        path: { type: 'string', minLength: 1 },
+        busyTimeoutMs: positiveInteger,
+        checkIntervalMs: positiveInteger
+      }
+    },
+    openapi: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        hide: { type: 'boolean' },
+        systemTags: { type: 'array', items: { type: 'string' } },
+        cudaTags: { type: 'array', items: { type: 'string' } },
+        operationIdPrefix: { type: 'string' }
+      }
+    },
+    grpc: grpcListenerSchema,
+    // Fastify's own register options, which reach the plugin with the others.
+    logLevel: { type: 'string' },
+    logSerializers: { type: 'object' }
+  }
+}
+
+const problemOf = validatorOf(optionsSchema)
+
+/** Returns the options if they are valid; throws `ERR_SHM_INVALID_OPTION` naming the wrong one otherwise. */
+export function checkPluginOptions<Options extends FastifyTritonShmOptions> (options: Options): Options {
+  const problem = problemOf(options)
+  if (problem !== undefined) throw errors.invalidOption('fastify-triton-shm', describeOptionProblem(problem))
+  return options
+}

@@ -1,0 +1,121 @@
+/**
+ * The shared memory API's rules, once for every transport (Triton's one SharedMemoryManager
+ * behind both of its front ends): who may call it (the restricted API), what is switched on
+ * (client shared memory), what a register request's fields must be, and CUDA shared memory
+ * answered as a server without GPUs. The HTTP routes and the gRPC service only decode a request,
+ * call this, and encode its answer or its error.
+ */
+import type { RegistryLogger, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../../types'
+import * as errors from '../errors'
+import { carriesSecret } from '../util/constant-time'
+import { regionSourceOf } from './register-fields'
+
+/** RFC 9110 token: the characters a header name (or gRPC metadata key) may hold. */
+export const HEADER_NAME = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$'
+
+/** The schema of the `restrictedApi` option. */
+export const restrictedApiSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['header', 'value'],
+  properties: {
+    header: { type: 'string', pattern: HEADER_NAME },
+    value: { type: 'string' }
+  }
+} as const
+
+export interface SharedMemoryApiOptions {
+  /** When false, register (system and CUDA) and system unregister are refused; status stays open. Default true. */
+  allowClientShm?: boolean
+  /** Serve the API only to calls that carry this header (gRPC: metadata key) with this value. */
+  restrictedApi?: { header: string, value: string }
+  /** Where refused registrations are logged (at debug, as the registry logs its own). */
+  log?: RegistryLogger
+}
+
+/** One call of the API, as its face saw it. */
+export interface ApiCaller {
+  /** The transport: the restricted API answers in its words (Triton's differ). */
+  readonly transport: 'http' | 'grpc'
+  /** The value of a header (HTTP) or metadata key (gRPC) the call carries; undefined without one. */
+  header(name: string): string | undefined
+}
+
+/** System or CUDA shared memory: the API has the same operations for both. */
+export type Memory = 'system' | 'cuda'
+
+export type Operation = 'status' | 'register' | 'unregister'
+
+export class SharedMemoryApi {
+  readonly registry: SystemSharedMemoryRegistry
+  readonly #allowClientShm: boolean
+  readonly #restricted: { header: string, expected: Buffer } | undefined
+  readonly #log: RegistryLogger | undefined
+  /** Refusals the registry logged itself. */
+  readonly #loggedByRegistry = new WeakSet<object>()
+
+  constructor (registry: SystemSharedMemoryRegistry, { allowClientShm = true, restrictedApi, log }: SharedMemoryApiOptions = {}) {
+    this.registry = registry
+    this.#allowClientShm = allowClientShm
+    this.#log = log
+    this.#restricted = restrictedApi === undefined
+      ? undefined
+      : { header: restrictedApi.header, expected: Buffer.from(restrictedApi.value) }
+  }
+
+  /** The restricted API, checked before everything else: throws unless the caller carries its header. */
+  checkAccess (caller: ApiCaller): void {
+    const restricted = this.#restricted
+    if (restricted === undefined || carriesSecret(caller.header(restricted.header.toLowerCase()), restricted.expected)) return
+    throw caller.transport === 'grpc' ? errors.restrictedProtocol(restricted.header) : errors.restrictedApi(restricted.header)
+  }
+
+  /**
+   * Triton's switch, checked next: without client shared memory, register and system unregister
+   * are refused. A server without GPUs answers CUDA unregister whatever the switch says (Triton's
+   * example clients unregister CUDA regions first, and stop if that fails).
+   */
+  checkEnabled (memory: Memory, operation: Operation): void {
+    if (this.#allowClientShm || operation === 'status' || (memory === 'cuda' && operation === 'unregister')) return
+    throw errors.clientShmDisabled()
+  }
+
+  /** Every region (no name, or an empty one), sorted by name, or the named one (404 if unknown). */
+  status (memory: Memory, name?: string): SharedMemoryRegionStatus[] {
+    if (memory === 'cuda') {
+      if (name !== undefined && name !== '') throw errors.cudaRegionStatusNotFound(name)
+      return []
+    }
+    return name === undefined || name === '' ? this.registry.status() : this.registry.status(name)
+  }
+
+  /** Registers `fields` (`{ key, offset, byte_size }`, as the transport decoded them) as region `name`. */
+  register (memory: Memory, name: string, fields: unknown): void {
+    if (name === '') throw errors.missingRegionName(memory)
+    if (memory === 'cuda') throw errors.cudaNotSupported(name)
+    const source = regionSourceOf(fields)
+    try {
+      this.registry.register(name, source)
+    } catch (error) {
+      this.#loggedByRegistry.add(error as object)
+      throw error
+    }
+  }
+
+  /**
+   * Logs a refused system registration as the registry logs those it refuses itself: faces call
+   * it for every refusal of a register call (the restricted API, the switch, a body they could not
+   * decode, a wrong field), and those the registry logged already are not logged twice.
+   */
+  logRefusedRegister (name: string, error: Error): void {
+    if (this.#loggedByRegistry.has(error)) return
+    this.#log?.debug({ region: name, reason: error.message }, 'refused to register system shared memory region')
+  }
+
+  /** Unregisters the named region, or every region (no name, or an empty one). Unknown names are no error. */
+  unregister (memory: Memory, name?: string): void {
+    if (memory === 'cuda') return
+    if (name === undefined || name === '') this.registry.unregisterAll()
+    else this.registry.unregister(name)
+  }
+}
