@@ -10,10 +10,10 @@ import { progress } from './format'
 import { type InferFixture, makeFixture, MODEL } from './infer-fixtures'
 import { runLoad } from './load'
 import type { ServerProcess } from './server-process'
+import { HAND_INFER_ROUTE } from './server-protocol'
 import { median } from './stats'
 
 /** The bench server's hand-written infer route (bench/server.ts), and its path for add_sub_fp32. */
-export const HAND_INFER_ROUTE = '/bench/hand/models/:model/infer'
 const HAND_INFER_PATH = HAND_INFER_ROUTE.replace(':model', MODEL)
 const TENSOR_BYTES = 1024
 

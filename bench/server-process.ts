@@ -3,7 +3,7 @@
  * server never share a process. Killed when the runner exits, however it exits.
  */
 import { type ChildProcess, fork } from 'node:child_process'
-import type { ChildMessage, ParentMessage, ServerStats } from './server'
+import type { ChildMessage, ParentMessage, ServerStats } from './server-protocol'
 import { buildServer } from './server-build'
 
 const START_TIMEOUT_MS = 30_000

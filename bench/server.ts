@@ -12,20 +12,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { loadModels, run } from '../example/models'
 import { buildServer } from '../example/server'
-import { kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
-import { HAND_INFER_ROUTE } from './model-table'
-
-export interface ServerStats {
-  /** Resident set size now, bytes. */
-  rssBytes: number
-  /** Peak resident set size of this process, bytes (getrusage ru_maxrss). */
-  peakRssBytes: number
-  /** CPU time used so far (user + system), microseconds. */
-  cpuMicros: number
-}
-
-export type ParentMessage = { type: 'bare', payload: string } | { type: 'stop' }
-export type ChildMessage = { type: 'listening', port: number, grpcPort: number } | { type: 'bare-set' }
+import { inferResponse, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
+import { type ChildMessage, HAND_INFER_ROUTE, type ParentMessage, type ServerStats } from './server-protocol'
 
 function stats (): ServerStats {
   const usage = process.resourceUsage()
@@ -61,7 +49,7 @@ async function main () {
       if (model === undefined) return reply.code(404).send({ error: 'unknown model' })
       const infer = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature })
       await run(model, infer, 0)
-      return infer.respond(reply)
+      return inferResponse(infer, reply)
     })
   })
 

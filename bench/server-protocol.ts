@@ -1,0 +1,17 @@
+/** What the bench and its server child say to each other: the IPC messages, the stats the child
+ * reports, and the routes it serves besides the example's. */
+
+export interface ServerStats {
+  /** Resident set size now, bytes. */
+  rssBytes: number
+  /** Peak resident set size of this process, bytes (getrusage ru_maxrss). */
+  peakRssBytes: number
+  /** CPU time used so far (user + system), microseconds. */
+  cpuMicros: number
+}
+
+export type ParentMessage = { type: 'bare', payload: string } | { type: 'stop' }
+export type ChildMessage = { type: 'listening', port: number, grpcPort: number } | { type: 'bare-set' }
+
+/** The hand-written infer route: the model table suite's baseline. */
+export const HAND_INFER_ROUTE = '/bench/hand/models/:model/infer'
