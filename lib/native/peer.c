@@ -19,9 +19,6 @@
 #include <errno.h>
 #include <grp.h>
 #include <limits.h>
-#include <linux/inet_diag.h>
-#include <linux/netlink.h>
-#include <linux/sock_diag.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <pwd.h>
@@ -29,6 +26,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "sock-diag.h"
 
 /* Largest uid or gid: (uid_t)-1 means "none" to the kernel, never a user. */
 #define ID_MAX 4294967294.0
@@ -206,15 +205,17 @@ typedef struct socket_owner {
 /* Reads the one message the kernel answered with; returns 0 or an errno value. */
 static int read_answer(const struct nlmsghdr *header, size_t length, const struct inet_diag_req_v2 *asked,
                        socket_owner *owner) {
-  if (!NLMSG_OK(header, (int)length) || header->nlmsg_seq != SEQUENCE) return EPROTO;
-  if (header->nlmsg_type == NLMSG_ERROR) {
-    const struct nlmsgerr *failure = NLMSG_DATA(header);
-    if (header->nlmsg_len < NLMSG_LENGTH(sizeof *failure) || failure->error >= 0) return EPROTO;
-    return failure->error == -ENOENT ? 0 : -failure->error;
-  }
-  if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY || header->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+  if (length < NLMSG_HDRLEN || header->nlmsg_len < NLMSG_HDRLEN || header->nlmsg_len > length ||
+      header->nlmsg_seq != SEQUENCE) {
     return EPROTO;
   }
+  size_t payload = header->nlmsg_len - NLMSG_HDRLEN;
+  if (header->nlmsg_type == NLMSG_ERROR) {
+    const struct nlmsgerr *failure = NLMSG_DATA(header);
+    if (payload < sizeof *failure || failure->error >= 0) return EPROTO;
+    return failure->error == -ENOENT ? 0 : -failure->error;
+  }
+  if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY || payload < sizeof(struct inet_diag_msg)) return EPROTO;
   const struct inet_diag_msg *answer = NLMSG_DATA(header);
   /* A socket no process holds (inode 0: time-wait, orphaned while closing, a half-open request)
    * has no user: the kernel answers uid 0 for some of these, which is not root. */
