@@ -59,12 +59,16 @@ function createPeerUser (): string | undefined {
   return `no local user ${PEER_USER}, and ${CREATE_PEER_USER.join(' ')} failed: ${failure}`
 }
 
-/** The second local user, created if need be; undefined after a SKIP (a failure in CI) of
- * `check`, saying what is missing. */
+/** The second local user, created if need be, as whom these tests can run processes (as root,
+ * or as that user itself); undefined after a SKIP (a failure in CI) of `check`, saying what is
+ * missing. */
 export function peerUser (t: Test, check: string): LocalUser | undefined {
   const missing = lookUpUser(PEER_USER) === undefined ? createPeerUser() : undefined
   const user = lookUpUser(PEER_USER)
-  if (missing === undefined && user !== undefined) return user
-  cannotCheckHere(t, check, missing ?? `no local user ${PEER_USER}`)
+  const runAs = user === undefined || process.getuid?.() === 0 || process.getuid?.() === user.uid
+    ? undefined
+    : `not root: cannot run a process as ${PEER_USER}`
+  if (missing === undefined && user !== undefined && runAs === undefined) return user
+  cannotCheckHere(t, check, missing ?? runAs ?? `no local user ${PEER_USER}`)
   return undefined
 }
