@@ -11,6 +11,11 @@
  *
  * The groups are the user's in the user database (getgrouplist, as login sets them), not those a
  * process of that user holds now (it may have dropped or been given others).
+ *
+ * `new MappedRange(key, offset, byteSize, peer)` judges such a peer by the object's owner, group
+ * and mode bits alone, as access(2) would without ACLs: an ACL on the object (setfacl on /dev/shm)
+ * is not read, nor are capabilities (uid 0 is taken to have CAP_DAC_OVERRIDE, and no other uid is)
+ * or security modules.
  */
 import type { Socket } from 'node:net'
 import { nativeAddon } from '../native-addon'
