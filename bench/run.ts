@@ -16,6 +16,7 @@ import { type InferPoint, inferSuite } from './infer'
 import { TRANSPORTS, type Transport } from './infer-fixtures'
 import { MemcpyBaseline } from './memcpy'
 import { type OnnxPlan, onnxSuite } from './onnx'
+import { type PeerCheckPlan, peerCheckSuite, peerCheckSummary, peerCheckTable } from './peer-check'
 import { type Chart, renderSvg } from './plot'
 import { type RegisterPoint, registerSuite } from './register'
 import { modelTableSuite, type ModelTablePlan } from './model-table'
@@ -37,6 +38,7 @@ interface Plan {
   mode: 'quick' | 'full'
   onnx: OnnxPlan
   register: { sizes: number[], batchSeconds: number, batches: number }
+  peerCheck: PeerCheckPlan
   views: { sizes: number[], iterations: number, batches: number }
   route: { rounds: number, secondsPerRun: number, connections: number, pipelining: number }
   modelTable: ModelTablePlan
@@ -51,6 +53,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
   quick: {
     mode: 'quick',
     register: { sizes: [4 * KiB, 64 * KiB, 64 * MiB, GiB], batchSeconds: 0.03, batches: 15 },
+    peerCheck: { connections: 10_000, batchSeconds: 0.05, batches: 5 },
     views: { sizes: [4 * KiB, MiB, GiB], iterations: 50_000, batches: 5 },
     route: { rounds: 3, secondsPerRun: 1.5, connections: 10, pipelining: 8 },
     modelTable: { rounds: 6, secondsPerRun: 1.5, connections: 4, pipelining: 4 },
@@ -64,6 +67,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
   full: {
     mode: 'full',
     register: { sizes: [4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB, GiB], batchSeconds: 0.2, batches: 9 },
+    peerCheck: { connections: 10_000, batchSeconds: 0.2, batches: 9 },
     views: { sizes: [4 * KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB, GiB], iterations: 200_000, batches: 9 },
     route: { rounds: 6, secondsPerRun: 4, connections: 10, pipelining: 8 },
     modelTable: { rounds: 8, secondsPerRun: 4, connections: 4, pipelining: 4 },
@@ -80,6 +84,7 @@ const GOALS = {
   routeRatio: { at: 'least', value: 0.9 },
   modelTableCpuRatio: { at: 'most', value: 1.05 },
   registerCycleVsSyscalls: { at: 'most', value: 2 },
+  registerPeerCheckUs: { at: 'most', value: 20 },
   viewLargeVsSmall: { at: 'most', value: 1.5 },
   inferSpeedupVsJson: { at: 'least', value: 50 },
   inferSpeedupVsBinary: { at: 'least', value: 5 },
@@ -152,6 +157,10 @@ async function main () {
     ['Registry: `new Registry().register(name, {key, byteSize})` + `unregister(name)`. addon only: `new MappedRange(key, 0, byteSize).unmap()`.',
       'C syscalls: bench/syscalls.c, shm_open + fstat + mmap + close + munmap of the same object, compiled with cc -O2.',
       'Neither makes an ArrayBuffer: a region\'s window is made at its first lease.']))
+
+  progress(`peer check: the client of one TCP connection and its groups, alone and with ${plan.peerCheck.connections} other connections open`)
+  const peerCheck = await peerCheckSuite(plan.peerCheck)
+  print(peerCheckTable(peerCheck))
 
   progress(`acquire + release by region size: ${plan.views.sizes.map(bytes).join(', ')}`)
   const views = viewsSuite(plan.views)
@@ -286,6 +295,7 @@ async function main () {
     routeRatio: route.ratio,
     modelTableCpuRatio: modelTable.cpuRatio,
     registerCycleVsSyscalls: worstRegister.ratio,
+    registerPeerCheckUs: peerCheck.loaded.checkCachedUs,
     viewLargeVsSmall: largeView.ns / smallView.ns,
     inferSpeedupVsJson: headlineRatios.vsJson,
     inferSpeedupVsBinary: headlineRatios.vsBinary,
@@ -306,6 +316,9 @@ async function main () {
     routeRatio: `status / bare req/s, ${route.regions} regions`,
     modelTableCpuRatio: `server CPU per request, add_sub_fp32 infer route over shm at ${bytes(modelTable.tensorBytes)}, table / hand-written`,
     registerCycleVsSyscalls: `worst region size: ${bytes(worstRegister.regionBytes)} (${register.map((point) => `${bytes(point.regionBytes)} ${num(point.ratio)}`).join(', ')})`,
+    registerPeerCheckUs: `µs, the client of one TCP connection and its groups (kept by a UserGroupCache), ${num(peerCheck.connections)} other ` +
+      `connections open (groups read each time: ${num(peerCheck.loaded.checkUs)}; none open: ${num(peerCheck.idle.checkCachedUs)}; ` +
+      `/proc/net/tcp read once: ${num(peerCheck.loaded.procNetTcpUs)})`,
     viewLargeVsSmall: `${bytes(largeView.regionBytes)} vs ${bytes(smallView.regionBytes)}`,
     inferSpeedupVsJson: `req/s, ${bytes(headlineBytes)} tensors`,
     inferSpeedupVsBinary: `req/s, ${bytes(headlineBytes)} tensors`,
@@ -341,6 +354,7 @@ async function main () {
     tensorBytes: headlineBytes,
     registerRegionBytes: worstRegister.regionBytes,
     registerCycleVsSyscallsBySize: Object.fromEntries(register.map((point) => [point.regionBytes, round(point.ratio)])),
+    ...peerCheckSummary(peerCheck),
     viewRegionBytes: [smallView.regionBytes, largeView.regionBytes],
     routeCpuRatio: round(route.cpuRatio),
     ortClassifierShmSpeedupVsBinary: round(onnx.classifier.shm / onnx.classifier.binary),
@@ -365,7 +379,7 @@ async function main () {
   const suffix = plan.mode === 'quick' ? '-quick' : ''
   const resultsFile = path.join(RESULTS_DIR, `results${suffix}.json`)
   const plotFile = path.join(RESULTS_DIR, `scaling${suffix}.svg`)
-  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, grpc, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
+  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, peerCheck, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, grpc, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
   writeFileSync(plotFile, renderSvg(`fastify-triton-shm bench (${plan.mode})`,
     `${host.cpus} x ${host.cpuModel}, node ${host.node}; add_sub_fp32, ${plan.infer.connections} connections; ${new Date().toISOString().slice(0, 16)}Z`,
     charts(infer.points, sizes, memcpyResult.movedBytesPerSecond, register, views)))

@@ -5,6 +5,7 @@
 import { constants } from 'node:buffer'
 import { getSystemErrorName } from 'node:util'
 import { isArrayBuffer } from 'node:util/types'
+import type { PeerIdentity } from './addon/peer-identity'
 import { nativeAddon } from './native-addon'
 
 /** The addon's handle to one mapping (a number, lib/native/handles.h); any of its windows stands
@@ -12,7 +13,8 @@ import { nativeAddon } from './native-addon'
 type MappingHandle = number
 
 interface Addon {
-  map(key: string, offset: number, byteSize: number): MappingHandle
+  /** With a peer, maps only if that user could open the object read-write too. */
+  map(key: string, offset: number, byteSize: number, peer?: PeerIdentity): MappingHandle
   mapFile(path: string, byteSize: number): MappingHandle
   window(mapping: MappingHandle | ArrayBuffer, offset: number, byteSize: number): ArrayBuffer
   /** The mapped object as `<device>:<inode>`. */
@@ -32,6 +34,7 @@ export type PosixShmErrorCode =
   | 'ERR_SHM_OUT_OF_BOUNDS' // byte size 0, or the range does not fit in the object (or the mapping)
   | 'ERR_SHM_WINDOW_TOO_LARGE' // more bytes than one ArrayBuffer of this Node can hold
   | 'ERR_SHM_UNMAPPED' // a window was asked of a mapping that is unmapped already
+  | 'ERR_SHM_PEER_DENIED' // the peer given could not itself open the object read-write
   | 'ERR_INVALID_ARG'
   | string
 
@@ -60,13 +63,20 @@ function typed (error: unknown): PosixShmError {
     : new PosixShmError(getSystemErrorName(-native.errno), native.syscall)
 }
 
+/** Whether the addon threw `error`; JavaScript run inside a call (a peer's getter) throws its own. */
+const isNative = (error: unknown): boolean =>
+  typeof (error as { syscall?: unknown }).syscall === 'string' || typeof (error as { code?: unknown }).code === 'string'
+
 function call<T> (operation: () => T): T {
   try {
     return operation()
   } catch (error) {
-    throw typed(error)
+    throw isNative(error) ? typed(error) : error
   }
 }
+
+/** Runs a call of the addon, its errors made PosixShmErrors: for the addon's other faces (lib/addon/). */
+export { call as callAddon }
 
 /**
  * A mapping of `[offset, offset + byteSize)` of an existing object (never created here), read-write
@@ -87,8 +97,14 @@ export class MappedRange {
   readonly #handle: MappingHandle
   #whole: ArrayBuffer | undefined
 
-  constructor (key: string, offset: number, byteSize: number) {
-    this.#handle = call(() => addon.map(key, offset, byteSize))
+  /**
+   * With a `peer` (the client the range is mapped for: lib/addon/peer-identity.ts), the object is
+   * mapped only if that user could open it read-write as well, as access(2) decides from the
+   * object's owner, group and mode (root may open anything); else ERR_SHM_PEER_DENIED, and nothing
+   * is mapped or left open. The check is made on the descriptor that is mapped, after it is open.
+   */
+  constructor (key: string, offset: number, byteSize: number, peer?: PeerIdentity) {
+    this.#handle = call(() => addon.map(key, offset, byteSize, peer))
     this.byteSize = byteSize
     this.object = addon.identity(this.#handle)
   }

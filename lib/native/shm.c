@@ -1,8 +1,11 @@
 /*
  * POSIX shared memory for Node, over Node-API only (ABI-stable across Node versions).
  *
- *   map(key, offset, byteSize)    -> a handle (a number, handles.h) to a mapping of
- *                                    [offset, offset + byteSize) of the object
+ *   map(key, offset, byteSize, peer?)
+ *                                 -> a handle (a number, handles.h) to a mapping of
+ *                                    [offset, offset + byteSize) of the object. With a peer
+ *                                    `{ uid, gids }`, only if that user could open the object
+ *                                    read-write too (peer.c), else ERR_SHM_PEER_DENIED
  *   mapFile(path, byteSize)       -> the same for [0, byteSize) of a regular file (a shared registry's
  *                                    lease table, which lives beside its store)
  *   window(mapping, offset, size) -> an ArrayBuffer over [offset, offset + size) of that range. A
@@ -19,7 +22,8 @@
  *   create(key, byteSize)      -> makes a new object (O_CREAT | O_EXCL, mode 0600) of that size
  *   unlink(key)                -> removes an object's name
  *
- * The ONNX runner's functions (ort-session.c, ort-run.c) are defined on the same exports.
+ * The ONNX runner's functions (ort-session.c, ort-run.c) and the peer lookups (peer.c) are defined
+ * on the same exports.
  *
  * Errors thrown here carry `syscall` and `errno` (the C value), or a `code` of our own for checks
  * that are not system calls; lib/posix-shm.ts turns them into typed errors.
@@ -42,6 +46,7 @@
 #include "handles.h"
 #include "mapping.h"
 #include "ort-runner.h"
+#include "peer.h"
 
 /* Longest key accepted (bytes, without the terminating NUL); the kernel's NAME_MAX. */
 #define KEY_MAX 255
@@ -75,13 +80,18 @@ static napi_value throw_invalid(napi_env env, const char *message) {
   return throw_error(env, "ERR_INVALID_ARG", NULL, 0, message);
 }
 
-static int get_args(napi_env env, napi_callback_info info, size_t expected, napi_value *args) {
-  size_t count = expected;
+/* Reads `expected` arguments and up to `optional` more (undefined when not given). */
+static int get_args_optional(napi_env env, napi_callback_info info, size_t expected, size_t optional, napi_value *args) {
+  size_t count = expected + optional;
   if (napi_get_cb_info(env, info, &count, args, NULL, NULL) != napi_ok || count < expected) {
     throw_invalid(env, "missing arguments");
     return 0;
   }
   return 1;
+}
+
+static int get_args(napi_env env, napi_callback_info info, size_t expected, napi_value *args) {
+  return get_args_optional(env, info, expected, 0, args);
 }
 
 /* Copies a string of at most `max_length` bytes into `text` (room for max_length + TEXT_SLACK).
@@ -192,10 +202,14 @@ static napi_value fail_closing(napi_env env, int fd, const char *code, const cha
 /* Maps [offset, offset + byte_size) of an open object, taking ownership of `fd` (closed on
  * failure, kept with the mapping on success). mmap needs a page-aligned file offset, so the
  * mapping starts at the page at or below `offset`. Returns the mapping's handle, which holds one
- * reference to it. Its bytes are reached through windows, made when they are needed. */
-static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_t byte_size) {
+ * reference to it. Its bytes are reached through windows, made when they are needed.
+ * A `peer` (or NULL) is judged on this descriptor's fstat, first: the object judged is the one
+ * mapped, even if its name is given to another since the open, and a peer refused learns nothing
+ * more of it. */
+static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_t byte_size, const peer_identity *peer) {
   struct stat info;
   if (fstat(fd, &info) != 0) return fail_closing(env, fd, NULL, "fstat", errno);
+  if (peer != NULL && !peer_may_open_read_write(peer, &info)) return fail_closing(env, fd, "ERR_SHM_PEER_DENIED", NULL, 0);
   if (!S_ISREG(info.st_mode)) return fail_closing(env, fd, "ERR_SHM_NOT_REGULAR", NULL, 0);
   uint64_t object_size = (uint64_t)info.st_size;
   if (byte_size == 0 || offset > object_size || byte_size > object_size - offset) {
@@ -236,16 +250,19 @@ static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_
 }
 
 static napi_value map_object(napi_env env, napi_callback_info info) {
-  napi_value args[3];
+  napi_value args[4];
   char key[KEY_MAX + TEXT_SLACK];
   uint64_t offset, byte_size;
-  if (!get_args(env, info, 3, args) || !get_key(env, args[0], key) ||
-      !get_size(env, args[1], &offset) || !get_size(env, args[2], &byte_size)) {
+  peer_identity peer;
+  if (!get_args_optional(env, info, 3, 1, args) || !get_key(env, args[0], key) ||
+      !get_size(env, args[1], &offset) || !get_size(env, args[2], &byte_size) || !peer_identity_get(env, args[3], &peer)) {
     return NULL;
   }
   int fd = shm_open(key, O_RDWR, 0);
-  if (fd < 0) return throw_errno(env, "shm_open", errno);
-  return map_open_object(env, fd, offset, byte_size);
+  napi_value result = fd < 0 ? throw_errno(env, "shm_open", errno)
+                             : map_open_object(env, fd, offset, byte_size, peer.given ? &peer : NULL);
+  peer_identity_free(&peer);
+  return result;
 }
 
 /* Maps [0, byte_size) of the regular file at `path`, as map does an object: never through a
@@ -259,7 +276,7 @@ static napi_value map_file(napi_env env, napi_callback_info info) {
   }
   int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return throw_errno(env, "open", errno);
-  return map_open_object(env, fd, 0, byte_size);
+  return map_open_object(env, fd, 0, byte_size, NULL);
 }
 
 /* Whether `value` is a handle (a number, live or not), and which. */
@@ -454,6 +471,7 @@ static napi_value init(napi_env env, napi_value exports) {
   }
   napi_define_properties(env, exports, sizeof(functions) / sizeof(functions[0]), functions);
   ort_runner_init(env, exports);
+  peer_init(env, exports);
   return exports;
 }
 
