@@ -422,7 +422,7 @@ t.test('the addon is found from the sources and from the compiled layout', async
   const root = path.join(scratch, 'package')
   mkdirSync(path.join(root, 'dist', 'lib', 'addon'), { recursive: true })
   // posix-shm.js and the module that finds the addon for it.
-  for (const module of ['posix-shm', 'native-addon']) {
+  for (const module of ['posix-shm', 'addon-errors', 'native-addon']) {
     const compiled = ts.transpileModule(readFileSync(path.join(packageRoot, 'lib', 'addon', `${module}.ts`), 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true }
     }).outputText

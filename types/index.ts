@@ -34,6 +34,13 @@ export interface RegionSource {
   offset?: number
   /** Length of the region in bytes; at least 1. */
   byteSize: number
+  /**
+   * Whom the region is registered for: the object is mapped only if this user could open it
+   * read-write itself (access(2)'s rule on its owner, group and mode; root may open any), else
+   * `ERR_SHM_ACCESS_DENIED`. `null`: a client whose user is not known, refused
+   * (`ERR_SHM_PEER_UNKNOWN`). Absent: any object this process can open (the host's own calls).
+   */
+  peer?: PeerIdentity | null
 }
 
 /**
@@ -52,6 +59,14 @@ export interface Lease {
   overlaps(other: Lease): boolean
   /** Ends the lease. Calling it again does nothing. */
   release(): void
+}
+
+/** A user as the kernel's permission checks see one: a uid and the gids of its groups (who a
+ * client is, as the kernel knows it). */
+export interface PeerIdentity {
+  uid: number
+  /** Ascending, without repeats; the primary group included. */
+  gids: number[]
 }
 
 /** Decides whether a key may be registered: a pattern it must match, or a predicate. */

@@ -18,15 +18,9 @@
  * or security modules.
  */
 import type { Socket } from 'node:net'
-import { nativeAddon } from '../native-addon'
-import { callAddon } from '../posix-shm'
-
-/** A user as the kernel's permission checks see one: a uid and the gids of its groups. */
-export interface PeerIdentity {
-  uid: number
-  /** Ascending, without repeats; the primary group included. */
-  gids: number[]
-}
+import { nativeAddon } from './native-addon'
+import type { PeerIdentity } from '../../types'
+import { callAddon } from './addon-errors'
 
 /** The four ends of an accepted TCP connection, as the server's own socket reports them. */
 export interface ConnectionAddresses {

@@ -3,10 +3,12 @@
  * this process. Used by the registry (server side) and by clients that create regions.
  */
 import { constants } from 'node:buffer'
-import { getSystemErrorName } from 'node:util'
 import { isArrayBuffer } from 'node:util/types'
-import type { PeerIdentity } from './addon/peer-identity'
+import type { PeerIdentity } from '../../types'
+import { callAddon as call, PosixShmError } from './addon-errors'
 import { nativeAddon } from './native-addon'
+
+export { PosixShmError, type PosixShmErrorCode } from './addon-errors'
 
 /** The addon's handle to one mapping (a number, lib/native/handles.h); any of its windows stands
  * for it too. A handle released or unmapped names nothing any more. */
@@ -28,55 +30,7 @@ interface Addon {
   unlink(key: string): void
 }
 
-/** What went wrong, as a code: an errno name (`ENOENT`, `EACCES`, ...) or one of the checks below. */
-export type PosixShmErrorCode =
-  | 'ERR_SHM_NOT_REGULAR' // the key names something other than a regular shared memory object
-  | 'ERR_SHM_OUT_OF_BOUNDS' // byte size 0, or the range does not fit in the object (or the mapping)
-  | 'ERR_SHM_WINDOW_TOO_LARGE' // more bytes than one ArrayBuffer of this Node can hold
-  | 'ERR_SHM_UNMAPPED' // a window was asked of a mapping that is unmapped already
-  | 'ERR_SHM_PEER_DENIED' // the peer given could not itself open the object read-write
-  | 'ERR_INVALID_ARG'
-  | string
-
-export class PosixShmError extends Error {
-  readonly code: PosixShmErrorCode
-  /** The failed system call, when one failed. */
-  readonly syscall?: string
-
-  constructor (code: PosixShmErrorCode, syscall?: string) {
-    super(syscall === undefined ? code : `${syscall} failed: ${code}`)
-    this.name = 'PosixShmError'
-    this.code = code
-    this.syscall = syscall
-  }
-}
-
 const addon = nativeAddon as Addon
-
-/** What the addon throws: `syscall` and `errno` when a system call failed, else a `code` of its own. */
-type NativeError = { syscall: string, errno: number } | { code: string, syscall: undefined }
-
-function typed (error: unknown): PosixShmError {
-  const native = error as NativeError
-  return native.syscall === undefined
-    ? new PosixShmError(native.code)
-    : new PosixShmError(getSystemErrorName(-native.errno), native.syscall)
-}
-
-/** Whether the addon threw `error`; JavaScript run inside a call (a peer's getter) throws its own. */
-const isNative = (error: unknown): boolean =>
-  typeof (error as { syscall?: unknown }).syscall === 'string' || typeof (error as { code?: unknown }).code === 'string'
-
-function call<T> (operation: () => T): T {
-  try {
-    return operation()
-  } catch (error) {
-    throw isNative(error) ? typed(error) : error
-  }
-}
-
-/** Runs a call of the addon, its errors made PosixShmErrors: for the addon's other faces (lib/addon/). */
-export { call as callAddon }
 
 /**
  * A mapping of `[offset, offset + byteSize)` of an existing object (never created here), read-write
