@@ -123,6 +123,14 @@ export const totalTooLarge = invalid('ERR_SHM_TOTAL_TOO_LARGE', (name: string, b
   `cannot register shared memory region '${name}': mapping ${byteSize} more bytes ` +
   `would exceed the server's limit of ${maxTotalBytes} bytes in total`)
 
+export const accessDenied = answered('ERR_SHM_ACCESS_DENIED', 'denied', (name: string, key: string) =>
+  `cannot register shared memory region '${name}' with key '${key}': the connecting user may not open this object read-write`)
+
+export const peerUnknown = answered('ERR_SHM_PEER_UNKNOWN', 'denied', (name: string) =>
+  `cannot register shared memory region '${name}': the connecting client's user cannot be found on this host ` +
+  '(a client on another host or in another network namespace, or behind a proxy). Register from this host, or set the ' +
+  "plugin option 'clientShmAccess: \"any\"' to let any client register any object the server can open")
+
 export const registryClosed = answered('ERR_SHM_REGISTRY_CLOSED', 'unavailable', (name: string) =>
   `cannot register shared memory region '${name}': the server is shutting down`)
 
@@ -388,7 +396,9 @@ export const POSIX_SHM_CODES = {
   /** More bytes than one ArrayBuffer of this Node can hold. */
   windowTooLarge: declare('ERR_SHM_WINDOW_TOO_LARGE', 'system'),
   /** A window was asked of a mapping that is unmapped already. */
-  unmapped: declare('ERR_SHM_UNMAPPED', 'system')
+  unmapped: declare('ERR_SHM_UNMAPPED', 'system'),
+  /** The peer a mapping was asked for could not itself open the object read-write. */
+  peerDenied: declare('ERR_SHM_PEER_DENIED', 'system')
 } as const
 
 /** Every code of this package and its kind: what the faces map, and what docs/errors.md lists. */

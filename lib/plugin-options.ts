@@ -5,6 +5,7 @@
 import type { OpenApiOptions, RegistryOptions } from '../types'
 import * as errors from './errors'
 import { grpcListenerSchema, type GrpcListenerOptions } from './grpc/listener-options'
+import { CLIENT_SHM_ACCESS, type ClientShmAccess } from './registry/peer-policy'
 import { restrictedApiSchema } from './registry/shared-memory-api'
 import { describeOptionProblem, positiveInteger, validatorOf } from './util/options-validator'
 
@@ -21,6 +22,10 @@ export interface FastifyTritonShmOptions extends Omit<RegistryOptions, 'logger'>
   allowClientShm?: boolean
   /** Serve the whole API only to requests that carry this header with this value (else 403). */
   restrictedApi?: { header: string, value: string }
+  /** Whose memory a client may register, over HTTP and gRPC: `peer` (default) only objects the
+   * connecting client's own user could open read-write, `local` any object for any client on this
+   * host, `any` any object for any client (see `ClientShmAccess`). */
+  clientShmAccess?: ClientShmAccess
   /** How the routes appear in a host's OpenAPI document (@fastify/swagger). */
   openapi?: OpenApiOptions
 }
@@ -32,6 +37,7 @@ const optionsSchema = {
     prefix: { type: 'string' },
     decorator: { type: 'string', minLength: 1 },
     allowClientShm: { type: 'boolean' },
+    clientShmAccess: { enum: [...CLIENT_SHM_ACCESS] },
     restrictedApi: restrictedApiSchema,
     allowKey: { keyRule: true },
     reservedKeyPrefixes: { type: 'array', items: { type: 'string', minLength: 1 } },

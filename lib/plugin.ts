@@ -19,12 +19,12 @@ type LogOptions = Pick<RegisterOptions, 'logLevel' | 'logSerializers'>
 
 const plugin: FastifyPluginAsync<FastifyTritonShmOptions & LogOptions> = async (app, options) => {
   const {
-    prefix, decorator = DEFAULT_DECORATOR, allowClientShm, restrictedApi, openapi = {}, logLevel, logSerializers,
-    grpc, ...registryOptions
+    prefix, decorator = DEFAULT_DECORATOR, allowClientShm, clientShmAccess, restrictedApi, openapi = {}, logLevel,
+    logSerializers, grpc, ...registryOptions
   } = checkPluginOptions(options)
   const logger = logLevel === undefined ? app.log : app.log.child({}, { level: logLevel })
   const registry = new Registry({ ...registryOptions, logger })
-  const api = new SharedMemoryApi(registry, { allowClientShm, restrictedApi, log: logger })
+  const api = new SharedMemoryApi(registry, { allowClientShm, clientShmAccess, restrictedApi, log: logger })
   app.decorate(decorator, registry)
   let grpcListener: GrpcListener | undefined
   if (grpc !== undefined) {

@@ -96,4 +96,7 @@ export interface SharedMemoryServiceOptions {
   /** Serve the shared memory RPCs only to calls whose metadata carries this header with this
    * value (else UNAVAILABLE, as Triton's `--grpc-restricted-protocol`). */
   restrictedApi?: { header: string, value: string }
+  /** Whose memory a client may register: `peer` (default), `local` or `any`, as the plugin's
+   * option of the same name. */
+  clientShmAccess?: 'peer' | 'local' | 'any'
 }

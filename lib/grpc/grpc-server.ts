@@ -7,6 +7,7 @@
 import type { Server } from '@grpc/grpc-js'
 import { ModelTable } from '../models/model-table'
 import type { SharedMemoryApi } from '../registry/shared-memory-api'
+import { connectionInterceptor } from './connection-interceptor'
 import { inferenceServiceOver } from './inference-service'
 import type { GrpcListenerOptions } from './listener-options'
 import { grpcJs } from './peers'
@@ -33,7 +34,8 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, log }: Gr
   const grpc = grpcJs()
   const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, models = new ModelTable([]), server: metadata, limits } = options
   const handlers = inferenceServiceOver(api, { models, limits, log, server: metadata ?? { name: 'fastify-triton-shm', version: '' } })
-  const server: Server = new grpc.Server(MESSAGE_LIMIT_OPTIONS)
+  // The interceptor tells the shared memory RPCs their calls' connections: the peer rule's input.
+  const server: Server = new grpc.Server({ ...MESSAGE_LIMIT_OPTIONS, interceptors: [connectionInterceptor()] })
   server.addService(inferenceService().service, handlers)
   const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
   const bound = await new Promise<number>((resolve, reject) =>

@@ -5,6 +5,7 @@
  */
 export { inferenceService, GRPC_LOADER_OPTIONS, MAX_MESSAGE_BYTES, MESSAGE_LIMIT_OPTIONS, PROTO_PATH } from './protocol'
 export { sharedMemoryService } from './shared-memory-service'
+export { connectionInterceptor } from './connection-interceptor'
 export { modelInferRequest, modelInferResponse, readModelInferRequest } from './model-infer'
 export { modelInferHandler, type ModelInferHandlerOptions } from './model-infer-handler'
 export { inferenceServiceHandlers, type InferenceServiceOptions, type ModelServiceOptions } from './inference-service'

@@ -53,6 +53,6 @@ export function inferenceServiceOver (api: SharedMemoryApi, { models, server, li
 
 /** The handlers of `GRPCInferenceService`, for a host's own grpc-js server. */
 export function inferenceServiceHandlers (options: InferenceServiceOptions): UntypedServiceImplementation {
-  const { registry, allowClientShm, restrictedApi } = options
-  return inferenceServiceOver(new SharedMemoryApi(registry, { allowClientShm, restrictedApi }), options)
+  const { registry, allowClientShm, restrictedApi, clientShmAccess } = options
+  return inferenceServiceOver(new SharedMemoryApi(registry, { allowClientShm, restrictedApi, clientShmAccess }), options)
 }

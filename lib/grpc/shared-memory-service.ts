@@ -9,18 +9,24 @@ import type {
   CudaSharedMemoryStatusResponse, SharedMemoryServiceOptions, SystemSharedMemoryRegisterRequest, SystemSharedMemoryStatusResponse
 } from '../../types/grpc'
 import { type ApiCaller, type Memory, type Operation, SharedMemoryApi } from '../registry/shared-memory-api'
+import { connectionOf } from './connection-interceptor'
 import type { ErrorLogger } from './status'
 import { unary } from './unary'
 
 interface NamedRequest { name: string }
 
-/** The call as the core sees it: its metadata, read as headers. */
+/** The call as the core sees it: its metadata, read as headers, and its connection's ends (none
+ * on a server without `connectionInterceptor`). */
 function callerOf (call: ServerUnaryCall<unknown, unknown>): ApiCaller {
   return {
     transport: 'grpc',
     header: (name) => {
       const [sent] = call.metadata.get(name)
       return typeof sent === 'string' ? sent : undefined
+    },
+    connection: () => {
+      const addresses = connectionOf(call)
+      return addresses === undefined ? undefined : { addresses }
     }
   }
 }
@@ -36,28 +42,28 @@ const statusMessage = (regions: SharedMemoryRegionStatus[]): SystemSharedMemoryS
  * The shared memory RPCs over `api`. Failed calls without a status of this package are logged to `log`.
  */
 export function sharedMemoryHandlers (api: SharedMemoryApi, log?: ErrorLogger): UntypedServiceImplementation {
-  /** A unary handler answering `answer(request)` once the call passed the core's gates. */
-  const rpc = <Request, Response>(memory: Memory, operation: Operation, answer: (request: Request) => Response) =>
-    unary((call: ServerUnaryCall<Request, Response>) => {
-      api.checkAccess(callerOf(call))
-      api.checkEnabled(memory, operation)
-      return answer(call.request)
-    }, log)
-  const register = unary((call: ServerUnaryCall<SystemSharedMemoryRegisterRequest, object>) => {
-    const { name, key, offset, byte_size: byteSize } = call.request
-    try {
-      api.checkAccess(callerOf(call))
-      api.checkEnabled('system', 'register')
-      api.register('system', name, { key, offset: uint64(offset), byte_size: uint64(byteSize) })
-    } catch (error) {
-      api.logRefusedRegister(name, error as Error)
-      throw error
-    }
-    return {}
-  }, log)
+  /** A unary handler answering `answer(request, caller)` once the call passed the core's gates;
+   * `refused` hears of every refusal, the gates' included. */
+  const rpc = <Request, Response>(memory: Memory, operation: Operation, answer: (request: Request, caller: ApiCaller) => Response,
+    refused?: (request: Request, error: Error) => void) =>
+      unary((call: ServerUnaryCall<Request, Response>) => {
+        const caller = callerOf(call)
+        try {
+          api.checkAccess(caller)
+          api.checkEnabled(memory, operation)
+          return answer(call.request, caller)
+        } catch (error) {
+          refused?.(call.request, error as Error)
+          throw error
+        }
+      }, log)
   return {
     SystemSharedMemoryStatus: rpc('system', 'status', ({ name }: NamedRequest) => statusMessage(api.status('system', name))),
-    SystemSharedMemoryRegister: register,
+    SystemSharedMemoryRegister: rpc('system', 'register', (request: SystemSharedMemoryRegisterRequest, caller) => {
+      const { name, key, offset, byte_size: byteSize } = request
+      api.register('system', name, { key, offset: uint64(offset), byte_size: uint64(byteSize) }, caller)
+      return {}
+    }, ({ name }, error) => api.logRefusedRegister(name, error)),
     SystemSharedMemoryUnregister: rpc('system', 'unregister', ({ name }: NamedRequest) => {
       api.unregister('system', name)
       return {}
@@ -66,7 +72,10 @@ export function sharedMemoryHandlers (api: SharedMemoryApi, log?: ErrorLogger): 
       api.status('cuda', name)
       return { regions: {} }
     }),
-    CudaSharedMemoryRegister: rpc('cuda', 'register', ({ name }: NamedRequest) => api.register('cuda', name, undefined)),
+    CudaSharedMemoryRegister: rpc('cuda', 'register', ({ name }: NamedRequest, caller) => {
+      api.register('cuda', name, undefined, caller)
+      return {}
+    }),
     CudaSharedMemoryUnregister: rpc('cuda', 'unregister', ({ name }: NamedRequest) => {
       api.unregister('cuda', name)
       return {}
@@ -77,11 +86,13 @@ export function sharedMemoryHandlers (api: SharedMemoryApi, log?: ErrorLogger): 
 /**
  * `SystemSharedMemory{Status,Register,Unregister}` and, as a server without GPUs,
  * `CudaSharedMemory{Status,Register,Unregister}` over `registry`, for
- * `server.addService(inferenceService().service, ...)`, with the plugin's access options.
- * Failed calls without a status of this package are logged to `log`.
+ * `server.addService(inferenceService().service, ...)`, with the plugin's access options. The
+ * peer rule (`clientShmAccess` other than `any`) needs the server made with
+ * `{ interceptors: [connectionInterceptor()] }`: without it no client's user is known, and every
+ * register is refused. Failed calls without a status of this package are logged to `log`.
  */
 export function sharedMemoryService (registry: SystemSharedMemoryRegistry, options: SharedMemoryServiceOptions = {},
   log?: ErrorLogger): UntypedServiceImplementation {
-  const { allowClientShm, restrictedApi } = options
-  return sharedMemoryHandlers(new SharedMemoryApi(registry, { allowClientShm, restrictedApi }), log)
+  const { allowClientShm, restrictedApi, clientShmAccess } = options
+  return sharedMemoryHandlers(new SharedMemoryApi(registry, { allowClientShm, restrictedApi, clientShmAccess }), log)
 }

@@ -26,14 +26,15 @@ type RegionRequest = FastifyRequest<{ Params: { region_name: string } }>
 /** Route config of the system register routes: their refusals are logged as refused registrations. */
 interface RegisterRoute { registersSystemMemory?: true }
 
-/** The call as the core sees it: an HTTP request, with its headers. */
+/** The call as the core sees it: an HTTP request, with its headers and its connection's socket. */
 function callerOf (request: FastifyRequest): ApiCaller {
   return {
     transport: 'http',
     header: (name) => {
       const sent = request.headers[name]
       return sent === undefined ? undefined : String(sent)
-    }
+    },
+    connection: () => ({ socket: request.raw.socket })
   }
 }
 
@@ -150,7 +151,8 @@ function mountApi (app: FastifyInstance, api: SharedMemoryApi, memory: Memory, s
       preParsing: [enabled('register')],
       ...registerConfig,
       handler: async (request: RegionRequest, reply: FastifyReply) => {
-        api.register(memory, request.params.region_name, memory === 'system' ? parseRegisterBody(request.body) : undefined)
+        const fields = memory === 'system' ? parseRegisterBody(request.body) : undefined
+        api.register(memory, request.params.region_name, fields, callerOf(request))
         return empty(request, reply)
       }
     },
@@ -179,7 +181,7 @@ function mountApi (app: FastifyInstance, api: SharedMemoryApi, memory: Memory, s
       url: '/register',
       schema: HIDDEN,
       preParsing: [enabled('register')],
-      handler: async () => api.register(memory, '', undefined)
+      handler: async (request: FastifyRequest) => api.register(memory, '', undefined, callerOf(request))
     }
   ] as const
   for (const route of routes) {

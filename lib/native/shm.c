@@ -203,18 +203,19 @@ static napi_value fail_closing(napi_env env, int fd, const char *code, const cha
  * failure, kept with the mapping on success). mmap needs a page-aligned file offset, so the
  * mapping starts at the page at or below `offset`. Returns the mapping's handle, which holds one
  * reference to it. Its bytes are reached through windows, made when they are needed.
- * A `peer` (or NULL) is judged on this descriptor's fstat, first: the object judged is the one
- * mapped, even if its name is given to another since the open, and a peer refused learns nothing
- * more of it. */
+ * A `peer` (or NULL) is judged on this descriptor's fstat, after Triton's own checks (the type,
+ * the bounds) and before the mapping: the object judged is the one mapped, even if its name was
+ * given to another since the open. (What those checks tell a refused peer, the object's type and
+ * size, anyone can read in /dev/shm.) */
 static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_t byte_size, const peer_identity *peer) {
   struct stat info;
   if (fstat(fd, &info) != 0) return fail_closing(env, fd, NULL, "fstat", errno);
-  if (peer != NULL && !peer_may_open_read_write(peer, &info)) return fail_closing(env, fd, "ERR_SHM_PEER_DENIED", NULL, 0);
   if (!S_ISREG(info.st_mode)) return fail_closing(env, fd, "ERR_SHM_NOT_REGULAR", NULL, 0);
   uint64_t object_size = (uint64_t)info.st_size;
   if (byte_size == 0 || offset > object_size || byte_size > object_size - offset) {
     return fail_closing(env, fd, "ERR_SHM_OUT_OF_BOUNDS", NULL, 0);
   }
+  if (peer != NULL && !peer_may_open_read_write(peer, &info)) return fail_closing(env, fd, "ERR_SHM_PEER_DENIED", NULL, 0);
   uint64_t page_offset = offset % (uint64_t)sysconf(_SC_PAGESIZE);
   mapping *map = calloc(1, sizeof(mapping));
   if (map == NULL) return fail_closing(env, fd, NULL, "malloc", ENOMEM);

@@ -6,7 +6,7 @@
  */
 import { EventEmitter } from 'node:events'
 import type {
-  Lease, Limits, RegionSource, RegistryCounters, RegistryEvents, RegistryLogger, RegistryOptions,
+  Lease, Limits, PeerIdentity, RegionSource, RegistryCounters, RegistryEvents, RegistryLogger, RegistryOptions,
   SharedMemoryRegionStatus, SystemSharedMemoryRegistry
 } from '../../types'
 import * as errors from '../errors'
@@ -94,7 +94,7 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     return error
   }
 
-  #register (name: string, { key, offset = 0, byteSize }: RegionSource): void {
+  #register (name: string, { key, offset = 0, byteSize, peer }: RegionSource): void {
     if (this.#closed) throw errors.registryClosed(name)
     if (typeof name !== 'string' || name === '') throw errors.missingRegionName()
     if (typeof key !== 'string') throw errors.missingField('key')
@@ -107,7 +107,9 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
         const existing = records.get(name)
         if (existing !== undefined && !this.#removeIfUnheld(existing)) throw errors.duplicateRegion(name)
         this.#checkLimits(name, byteSize, records)
-        mapping = this.#map(name, key, offset, byteSize)
+        // The client's user must be known to be judged: refused before the file system is touched.
+        if (peer === null) throw errors.peerUnknown(name)
+        mapping = this.#map(name, key, offset, byteSize, peer)
         return this.#store.add({ name, key, offset, byteSize, object: mapping.object })
       })
       this.#mapped.set(record.id, new Region(record, mapping as MappedRange))
@@ -135,13 +137,14 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     if (totalBytes(records) + byteSize > maxTotalBytes) throw errors.totalTooLarge(name, byteSize, maxTotalBytes)
   }
 
-  #map (name: string, key: string, offset: number, byteSize: number): MappedRange {
+  #map (name: string, key: string, offset: number, byteSize: number, peer: PeerIdentity | undefined): MappedRange {
     try {
-      return new MappedRange(key, offset, byteSize)
+      return new MappedRange(key, offset, byteSize, peer)
     } catch (error) {
       // The cause (errno, object type) stays in this process: the client only learns that it failed.
       const { code } = error as PosixShmError
       if (code === 'ENOENT') this.#log.info({ region: name, key }, NOT_IN_THIS_SHM)
+      if (code === 'ERR_SHM_PEER_DENIED') throw errors.accessDenied(name, key)
       throw code === 'ERR_SHM_OUT_OF_BOUNDS' ? errors.invalidRegisterArgs(name) : errors.unableToOpen(key)
     }
   }

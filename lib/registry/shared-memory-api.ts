@@ -8,6 +8,7 @@
 import type { RegistryLogger, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../../types'
 import * as errors from '../errors'
 import { carriesSecret } from '../util/constant-time'
+import { type CallerConnection, type ClientShmAccess, PeerPolicy } from './peer-policy'
 import { regionSourceOf } from './register-fields'
 
 /** RFC 9110 token: the characters a header name (or gRPC metadata key) may hold. */
@@ -27,6 +28,9 @@ export const restrictedApiSchema = {
 export interface SharedMemoryApiOptions {
   /** When false, register (system and CUDA) and system unregister are refused; status stays open. Default true. */
   allowClientShm?: boolean
+  /** Whose memory a client may register (see `ClientShmAccess`). Default `peer`: only what the
+   * connecting client's own user could open read-write. */
+  clientShmAccess?: ClientShmAccess
   /** Serve the API only to calls that carry this header (gRPC: metadata key) with this value. */
   restrictedApi?: { header: string, value: string }
   /** Where refused registrations are logged (at debug, as the registry logs its own). */
@@ -39,6 +43,8 @@ export interface ApiCaller {
   readonly transport: 'http' | 'grpc'
   /** The value of a header (HTTP) or metadata key (gRPC) the call carries; undefined without one. */
   header(name: string): string | undefined
+  /** The call's connection, for the kernel to say who the client is (asked only by a register). */
+  connection(): CallerConnection
 }
 
 /** System or CUDA shared memory: the API has the same operations for both. */
@@ -50,13 +56,16 @@ export class SharedMemoryApi {
   readonly registry: SystemSharedMemoryRegistry
   readonly #allowClientShm: boolean
   readonly #restricted: { header: string, expected: Buffer } | undefined
+  readonly #peers: PeerPolicy
   readonly #log: RegistryLogger | undefined
   /** Refusals the registry logged itself. */
   readonly #loggedByRegistry = new WeakSet<object>()
 
-  constructor (registry: SystemSharedMemoryRegistry, { allowClientShm = true, restrictedApi, log }: SharedMemoryApiOptions = {}) {
+  constructor (registry: SystemSharedMemoryRegistry, options: SharedMemoryApiOptions = {}) {
+    const { allowClientShm = true, restrictedApi, clientShmAccess, log } = options
     this.registry = registry
     this.#allowClientShm = allowClientShm
+    this.#peers = new PeerPolicy(clientShmAccess)
     this.#log = log
     this.#restricted = restrictedApi === undefined
       ? undefined
@@ -89,11 +98,12 @@ export class SharedMemoryApi {
     return name === undefined || name === '' ? this.registry.status() : this.registry.status(name)
   }
 
-  /** Registers `fields` (`{ key, offset, byte_size }`, as the transport decoded them) as region `name`. */
-  register (memory: Memory, name: string, fields: unknown): void {
+  /** Registers `fields` (`{ key, offset, byte_size }`, as the transport decoded them) as region
+   * `name`, for the caller: the object must be one the rule lets that client reach. */
+  register (memory: Memory, name: string, fields: unknown, caller: ApiCaller): void {
     if (name === '') throw errors.missingRegionName(memory)
     if (memory === 'cuda') throw errors.cudaNotSupported(name)
-    const source = regionSourceOf(fields)
+    const source = { ...regionSourceOf(fields), peer: this.#peers.peerFor(caller.connection()) }
     try {
       this.registry.register(name, source)
     } catch (error) {

@@ -7,7 +7,7 @@ import {
   credentials, makeGenericClientConstructor, Metadata, Server, ServerCredentials, type ServiceError, type UntypedServiceImplementation
 } from '@grpc/grpc-js'
 import type { Test } from 'tap'
-import { inferenceService, MESSAGE_LIMIT_OPTIONS, modelInferHandler, sharedMemoryService } from '../../lib/grpc'
+import { connectionInterceptor, inferenceService, MESSAGE_LIMIT_OPTIONS, modelInferHandler, sharedMemoryService } from '../../lib/grpc'
 import { ModelTable } from '../../lib/index'
 import type { SystemSharedMemoryRegistry } from '../../types'
 import type { SharedMemoryServiceOptions } from '../../types/grpc'
@@ -61,8 +61,9 @@ export function grpcClient (t: Test, port: number, limits = true): GrpcClient {
 }
 
 /** Starts a grpc-js server with `implementation` (Triton's message limits) on 127.0.0.1:0; resolves with its port. */
-export async function startServer (t: Test, implementation: UntypedServiceImplementation): Promise<number> {
-  const server = new Server(MESSAGE_LIMIT_OPTIONS)
+export async function startServer (t: Test, implementation: UntypedServiceImplementation, interceptors = [connectionInterceptor()]): Promise<number> {
+  // As a host builds it: with the interceptor that lets the peer rule know its clients.
+  const server = new Server({ ...MESSAGE_LIMIT_OPTIONS, interceptors })
   server.addService(inferenceService().service, implementation)
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, port) => (error === null ? resolve(port) : reject(error))))

@@ -1,0 +1,251 @@
+/**
+ * Safe by default: a client may register only shared memory it could open read-write itself,
+ * its user asked of the kernel, never of anything it sends. Clients run as a second local user
+ * (`shmpeer`) and as root, over HTTP on TCP and on a Unix socket and over gRPC, against objects of
+ * root's (private, readable by others, read-write for all) and of their own; plus a client in
+ * another network namespace, whom the kernel cannot name. Every refusal maps nothing and changes
+ * nothing; `clientShmAccess` opens the rule as documented.
+ */
+import { spawn } from 'node:child_process'
+import { chmodSync, chownSync, cpSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+import { credentials, Server, ServerCredentials, status } from '@grpc/grpc-js'
+import Fastify, { type FastifyInstance } from 'fastify'
+import t, { type Test } from 'tap'
+import { connectionInterceptor, inferenceService, sharedMemoryService } from '../lib/grpc'
+import fastifyTritonShm, { type ClientShmAccess, Registry } from '../lib/index'
+import { cannotCheckHere } from './helpers/ci'
+import { grpcClient, startServer } from './helpers/grpc'
+import { type LocalUser, peerUser } from './helpers/local-user'
+import { noNetworkNamespaces, otherNamespace, sharedScratch } from './helpers/peer-clients'
+import { makeObject, mappingsOf, objectPath, PAGE_SIZE } from './helpers/shm'
+
+/**
+ * One register per invocation, printed as one JSON line: over HTTP (`http <host> <port> ...`, or
+ * `http <socket path> - ...`) its status and body; over gRPC (`grpc <host:port> ...`, a real
+ * grpc-js client copied beside this script, the message encoded by hand) its code and details.
+ */
+const REGISTER_SCRIPT = `'use strict'
+const http = require('node:http')
+const [transport, target, port, name, key, byteSize] = process.argv.slice(2)
+const print = (result) => { process.stdout.write(JSON.stringify(result) + '\\n') }
+if (transport === 'http') {
+  const body = JSON.stringify({ key, byte_size: Number(byteSize) })
+  const where = port === '-' ? { socketPath: target } : { host: target, port: Number(port) }
+  const request = http.request({ ...where, method: 'POST', path: '/v2/systemsharedmemory/region/' + encodeURIComponent(name) + '/register' }, (response) => {
+    let text = ''
+    response.on('data', (chunk) => { text += chunk })
+    response.on('end', () => print({ status: response.statusCode, body: text }))
+  })
+  request.end(body)
+} else {
+  const grpc = require('./node_modules/@grpc/grpc-js')
+  const string = (field, text) => { const bytes = Buffer.from(text); return Buffer.concat([Buffer.of(field << 3 | 2, bytes.length), bytes]) }
+  const varint = (field, value) => { const bytes = [field << 3]; do { bytes.push((value & 0x7f) | (value > 0x7f ? 0x80 : 0)); value >>>= 7 } while (value > 0); return Buffer.from(bytes) }
+  const message = Buffer.concat([string(1, name), string(2, key), varint(4, Number(byteSize))])
+  const client = new grpc.Client(target, grpc.credentials.createInsecure())
+  client.makeUnaryRequest('/inference.GRPCInferenceService/SystemSharedMemoryRegister', (bytes) => bytes, (bytes) => bytes, message, (error) => {
+    print(error === null ? { code: 0 } : { code: error.code, details: error.details })
+    client.close()
+  })
+}
+`
+
+interface Answer { status?: number, body?: string, code?: number, details?: string }
+
+/** The client script in a directory every user can read, with grpc-js beside it (a user other
+ * than the checkout's may not be able to read its node_modules). */
+function registerClient (t: Test): string {
+  const directory = sharedScratch(t, 'peer-policy')
+  for (const name of ['@grpc/grpc-js', '@js-sdsl/ordered-map']) {
+    cpSync(path.dirname(require.resolve(`${name}/package.json`)), path.join(directory, 'node_modules', name), { recursive: true })
+  }
+  const script = path.join(directory, 'register.js')
+  writeFileSync(script, REGISTER_SCRIPT, { mode: 0o644 })
+  return script
+}
+
+interface RunAs { uid?: number, gid?: number, prefix?: string[] }
+
+/** Runs one register from a client process; resolves with its answer. */
+function registerFrom (script: string, args: string[], runAs: RunAs = {}): Promise<Answer> {
+  const [command, ...rest] = [...runAs.prefix ?? [], process.execPath, script, ...args]
+  const child = spawn(command, rest, { uid: runAs.uid, gid: runAs.gid, cwd: path.dirname(script), env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk) => { stdout += chunk })
+  child.stderr.on('data', (chunk) => { stderr += chunk })
+  return new Promise((resolve, reject) => {
+    child.on('close', (code) => {
+      if (code === 0) resolve(JSON.parse(stdout) as Answer)
+      else reject(new Error(`the client exited with ${String(code)}: ${stderr}`))
+    })
+  })
+}
+
+/** The objects of the table: root's private one, root's readable by others, one read-write for
+ * all, and the peer user's own. */
+function objects (t: Test, user: LocalUser) {
+  const object = (label: string, mode: number, owner?: LocalUser) => {
+    const key = makeObject(t, PAGE_SIZE, label)
+    if (owner !== undefined) chownSync(objectPath(key), owner.uid, owner.gid)
+    chmodSync(objectPath(key), mode)
+    return key
+  }
+  return {
+    rootPrivate: object('root_0600', 0o600),
+    rootReadable: object('root_0644', 0o644),
+    everyones: object('root_0666', 0o666),
+    peersOwn: object('peer_0600', 0o600, user)
+  }
+}
+
+async function service (t: Test, options: { clientShmAccess?: ClientShmAccess } = {}): Promise<FastifyInstance> {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(fastifyTritonShm, { ...options, grpc: { port: 0 } })
+  return app
+}
+
+const DENIED = (name: string, key: string) =>
+  `cannot register shared memory region '${name}' with key '${key}': the connecting user may not open this object read-write`
+
+t.test('a second local user reaches only what it could open itself: HTTP, gRPC, a Unix socket; root reaches all', async (t) => {
+  const user = peerUser(t, 'clients running as another local user')
+  if (user === undefined) return
+  const script = registerClient(t)
+  const { rootPrivate, rootReadable, everyones, peersOwn } = objects(t, user)
+  const app = await service(t)
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const { port } = app.server.address() as { port: number }
+  const grpcAddress = `127.0.0.1:${app.tritonGrpc.port as number}`
+  const socketDirectory = sharedScratch(t, 'peer-socket')
+  const unixApp = Fastify()
+  t.teardown(() => unixApp.close())
+  await unixApp.register(fastifyTritonShm)
+  const socketPath = path.join(socketDirectory, 'api.sock')
+  await unixApp.listen({ path: socketPath })
+  chmodSync(socketPath, 0o777)
+
+  const asPeer = { uid: user.uid, gid: user.gid }
+  const overHttp = (name: string, key: string, runAs: RunAs = asPeer) =>
+    registerFrom(script, ['http', '127.0.0.1', String(port), name, key, '64'], runAs)
+  const overGrpc = (name: string, key: string, runAs: RunAs = asPeer) =>
+    registerFrom(script, ['grpc', grpcAddress, '-', name, key, '64'], runAs)
+  const overUnixSocket = (name: string, key: string, runAs: RunAs = asPeer) =>
+    registerFrom(script, ['http', socketPath, '-', name, key, '64'], runAs)
+
+  t.test('root\'s private object (0600): refused, nothing mapped', async (t) => {
+    t.same(await overHttp('private', rootPrivate), { status: 403, body: JSON.stringify({ error: DENIED('private', rootPrivate) }) }, 'HTTP: 403')
+    t.same(await overGrpc('private', rootPrivate), { code: 7, details: DENIED('private', rootPrivate) }, 'gRPC: PERMISSION_DENIED')
+    t.same(await overUnixSocket('private', rootPrivate), { status: 403, body: JSON.stringify({ error: DENIED('private', rootPrivate) }) },
+      'Unix socket: 403 (SO_PEERCRED)')
+    t.same(mappingsOf(rootPrivate), [], 'never mapped')
+    t.same(app.systemSharedMemory.status(), [], 'nothing registered')
+  })
+
+  t.test('root\'s object others may only read (0644): refused, never mapped read-write', async (t) => {
+    t.same(await overHttp('readable', rootReadable), { status: 403, body: JSON.stringify({ error: DENIED('readable', rootReadable) }) })
+    t.same(await overGrpc('readable', rootReadable), { code: 7, details: DENIED('readable', rootReadable) })
+    t.same(mappingsOf(rootReadable), [], 'never mapped')
+    t.same(app.systemSharedMemory.status(), [])
+  })
+
+  t.test('its own object, or one read-write for everyone: registered, as before', async (t) => {
+    t.same(await overHttp('own', peersOwn), { status: 200, body: '' }, 'its own over HTTP')
+    t.same(await overGrpc('own-grpc', peersOwn), { code: 0 }, 'its own over gRPC')
+    t.same(await overUnixSocket('own-unix', peersOwn), { status: 200, body: '' }, 'its own over a Unix socket')
+    t.same(await overHttp('everyones', everyones), { status: 200, body: '' }, 'read-write for all, over HTTP')
+    t.same(await overGrpc('everyones-grpc', everyones), { code: 0 }, 'read-write for all, over gRPC')
+    t.same(app.systemSharedMemory.status().map(({ name }) => name), ['everyones', 'everyones-grpc', 'own', 'own-grpc'])
+    app.systemSharedMemory.unregisterAll()
+    unixApp.systemSharedMemory.unregisterAll()
+  })
+
+  t.test('root: any object, over every transport', async (t) => {
+    const asRoot = { uid: 0, gid: 0 }
+    t.same(await overHttp('root-private', rootPrivate, asRoot), { status: 200, body: '' })
+    t.same(await overGrpc('root-readable', rootReadable, asRoot), { code: 0 })
+    t.same(await overUnixSocket('root-own', peersOwn, asRoot), { status: 200, body: '' })
+    app.systemSharedMemory.unregisterAll()
+    unixApp.systemSharedMemory.unregisterAll()
+  })
+
+  t.test('the host\'s own calls are not the client\'s: no rule applies', async (t) => {
+    app.systemSharedMemory.register('host', { key: rootPrivate, byteSize: 64 })
+    t.ok(app.systemSharedMemory.has('host'))
+    app.systemSharedMemory.unregister('host')
+  })
+
+  t.test('clientShmAccess: "local" lets any client of this host name any object; "any" too', async (t) => {
+    for (const access of ['local', 'any'] as const) {
+      const open = await service(t, { clientShmAccess: access })
+      await open.listen({ host: '127.0.0.1', port: 0 })
+      const address = open.server.address() as { port: number }
+      t.same(await registerFrom(script, ['http', '127.0.0.1', String(address.port), 'private', rootPrivate, '64'], asPeer),
+        { status: 200, body: '' }, `${access}: root's private object, over HTTP`)
+      t.same(await registerFrom(script, ['grpc', `127.0.0.1:${open.tritonGrpc.port as number}`, '-', 'readable', rootReadable, '64'], asPeer),
+        { code: 0 }, `${access}: root's readable object, over gRPC`)
+      await open.close()
+    }
+  })
+})
+
+t.test('a client the kernel cannot name (another network namespace) is refused, naming the option that opens it', async (t) => {
+  const missing = noNetworkNamespaces()
+  if (missing !== undefined) return cannotCheckHere(t, 'a client in another network namespace', missing)
+  const namespace = otherNamespace(t)
+  const script = registerClient(t)
+  const key = makeObject(t, PAGE_SIZE, 'from_elsewhere')
+  const fromElsewhere = async (access?: ClientShmAccess) => {
+    const app = await service(t, access === undefined ? {} : { clientShmAccess: access })
+    await app.listen({ host: namespace.hostAddress, port: 0 })
+    const { port } = app.server.address() as { port: number }
+    // Root in the other namespace: who it is does not matter, the kernel here cannot say.
+    return registerFrom(script, ['http', namespace.hostAddress, String(port), 'far', key, '64'], { prefix: namespace.exec })
+  }
+  const refused = await fromElsewhere()
+  t.equal(refused.status, 403)
+  const { error } = JSON.parse(refused.body as string) as { error: string }
+  t.match(error, /^cannot register shared memory region 'far': the connecting client's user cannot be found on this host/)
+  t.match(error, /'clientShmAccess: "any"'/, 'the message names the option that opens it')
+  t.same(mappingsOf(key), [], 'nothing mapped')
+  t.equal((await fromElsewhere('local')).status, 403, 'local: still refused, the client is not on this host')
+  t.same(await fromElsewhere('any'), { status: 200, body: '' }, 'any: registered, as Triton would')
+})
+
+t.test('the option is checked at registration', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await t.rejects(async () => { await app.register(fastifyTritonShm, { clientShmAccess: 'everyone' as ClientShmAccess }) },
+    { code: 'ERR_SHM_INVALID_OPTION', message: "fastify-triton-shm: option 'clientShmAccess' must be equal to one of the allowed values" })
+})
+
+t.test('gRPC calls whose connection the server cannot tell (no connectionInterceptor, a Unix socket) are refused, never let through', async (t) => {
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const key = makeObject(t, PAGE_SIZE, 'no_interceptor')
+  // A host's own server without connectionInterceptor: its handlers see no connection.
+  const bare = grpcClient(t, await startServer(t, sharedMemoryService(registry), []))
+  const refusal = await bare.fail('SystemSharedMemoryRegister', { name: 'r', key, byte_size: 64 })
+  t.equal(refusal.code, status.PERMISSION_DENIED)
+  t.match(refusal.details, /the connecting client's user cannot be found on this host/)
+  // Over a Unix socket grpc-js tells no ports: the lookup has nothing to ask.
+  const socketPath = path.join(sharedScratch(t, 'grpc-unix'), 'grpc.sock')
+  const server = new Server({ interceptors: [connectionInterceptor()] })
+  server.addService(inferenceService().service, sharedMemoryService(registry))
+  await new Promise<void>((resolve, reject) => server.bindAsync(`unix:${socketPath}`, ServerCredentials.createInsecure(),
+    (error) => (error === null ? resolve() : reject(error))))
+  t.teardown(() => new Promise<void>((resolve) => server.tryShutdown(() => resolve())))
+  const Client = inferenceService()
+  const overUnix = new Client(`unix:${socketPath}`, credentials.createInsecure()) as unknown as Record<string, Function>
+  t.teardown(() => (overUnix as unknown as { close(): void }).close())
+  const unixRefusal = await new Promise<{ code: number }>((resolve) =>
+    overUnix.SystemSharedMemoryRegister({ name: 'r', key, byte_size: 64 }, (error: { code: number }) => resolve(error)))
+  t.equal(unixRefusal.code, status.PERMISSION_DENIED)
+  t.same(registry.status(), [], 'nothing registered either way')
+  // With the rule off, the same server registers.
+  const open = grpcClient(t, await startServer(t, sharedMemoryService(registry, { clientShmAccess: 'any' }), []))
+  await open.call('SystemSharedMemoryRegister', { name: 'r', key, byte_size: 64 })
+  t.ok(registry.has('r'))
+})
