@@ -241,6 +241,43 @@ t.test('runs at once are bounded by the runner\'s concurrency; more wait their t
   }
 })
 
+t.test('a run whose client leaves while it waits for its turn leaves the queue at once, and lets go of its leases', async (t) => {
+  const onnxRunner = runner(t, { concurrency: 1 })
+  const { app, seen } = await buildInferApp(t, [await runnerModel(onnxRunner, gatedGraph(), 'gated')])
+  const first = await gatedRequest(t, app, 64, 'runner_turn_first')
+  const second = await gatedRequest(t, app, 64, 'runner_turn_second')
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as { port: number }
+
+  let firstResponded = false
+  const firstResponse = infer(app, 'gated', first.body).finally(() => { firstResponded = true })
+  await until(first.doubledWritten, 'the first run to start')
+  const waiting = http.request({ port, host: '127.0.0.1', method: 'POST', path: inferUrl('gated'), headers: { 'content-type': 'application/json' } })
+  waiting.on('error', () => {})
+  waiting.end(JSON.stringify(second.body))
+  await until(() => onnxRunner.inFlight === 2, 'the second run to wait for its turn')
+  t.equal(app.systemSharedMemory.counters().liveLeases, 8, 'each request holds its four leases')
+
+  waiting.destroy()
+  await until(() => seen[1]?.signal.aborted === true, 'the server to see the client leave')
+  // What its leaving lets go of is let go of before the event loop turns again: not at its turn.
+  await new Promise((resolve) => setImmediate(resolve))
+  const running = !firstResponded && first.floats(2).every((value) => value === 0)
+  t.ok(running, 'the first run is still going on')
+  t.equal(onnxRunner.inFlight, 1, 'the abandoned run left the queue')
+  t.equal(app.systemSharedMemory.counters().liveLeases, 4, 'its leases are released: only the first run\'s remain')
+  t.ok(unregisterIsImmediate(app, 'runner_turn_second'), 'nothing holds its region')
+  t.ok(second.floats(1).every((value) => value === 0), 'it never ran')
+
+  first.stop()
+  t.equal((await firstResponse).statusCode, 200, 'the first run ends as it would have')
+  t.equal(onnxRunner.inFlight, 0)
+  // The turn went back to the runner: a new run takes it.
+  const third = await gatedRequest(t, app, 64, 'runner_turn_third')
+  third.stop()
+  t.equal((await infer(app, 'gated', third.body)).statusCode, 200, 'and a run after them has its turn')
+})
+
 t.test('ORT\'s refusals and what the runner cannot take are 400s; bad options and models are refused at load', async (t) => {
   const onnxRunner = runner(t)
   const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, simpleGraph(), 'simple')])
