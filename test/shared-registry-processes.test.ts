@@ -4,16 +4,19 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
 import Database from 'better-sqlite3'
 import t, { type Test } from 'tap'
 import { Registry } from '../lib/registry'
+import { PROCESS_SLOTS } from '../lib/store/lease-table'
 import { registerBody, SYSTEM } from './helpers/app'
 import { type RegistryPeer, startPeer, storePath } from './helpers/registry-peer'
 import { createObject, unlinkObject } from '../lib/posix-shm'
-import { makeObject, mappingsOf, PAGE_SIZE, writeObjectFile } from './helpers/shm'
+import { LogCapture } from './helpers/observe'
+import { makeObject, mappingsOf, objectPath, PAGE_SIZE, writeObjectFile } from './helpers/shm'
 import { bounded, whenEvent } from './helpers/sync'
 
 const CLUSTER = path.join(__dirname, 'fixtures', 'shared-registry-cluster.ts')
@@ -96,6 +99,72 @@ t.test('a process killed inside a write leaves the store as it was, and unlocked
   const raw = new Database(store, { readonly: true })
   t.teardown(() => raw.close())
   t.equal(raw.pragma('integrity_check', { simple: true }), 'ok')
+})
+
+/** The lease table's cell of a process slot on a region slot, in the file every process maps:
+ * read and written as any other program (or a stray write) would, with no help from the code. */
+function leaseCell (store: string, processSlot: number, regionSlot: number) {
+  const position = (16 + regionSlot * PROCESS_SLOTS + processSlot) * 4
+  const cell = Buffer.alloc(4)
+  const path = `${store}-leases`
+  return {
+    read: () => {
+      const fd = openSync(path, 'r')
+      try { readSync(fd, cell, 0, 4, position) } finally { closeSync(fd) }
+      return cell.readInt32LE(0)
+    },
+    write: (value: number) => {
+      const fd = openSync(path, 'r+')
+      try { cell.writeInt32LE(value, 0); writeSync(fd, cell, 0, 4, position) } finally { closeSync(fd) }
+    }
+  }
+}
+
+/** The slots the store gave a process and a region. */
+function slotsOf (store: string, pid: number, region: string): { processSlot: number, regionSlot: number } {
+  const raw = new Database(store, { readonly: true })
+  try {
+    return {
+      processSlot: raw.prepare('SELECT slot FROM users WHERE pid = ?').pluck().get(pid) as number,
+      regionSlot: raw.prepare('SELECT slot FROM regions WHERE name = ?').pluck().get(region) as number
+    }
+  } finally {
+    raw.close()
+  }
+}
+
+t.test('garbage over a live process\'s lease counter is counted as no lease, reset and logged: it holds no unregister', async (t) => {
+  const store = storePath(t)
+  const capture = new LogCapture()
+  const registry = new Registry({ logger: capture.logger(), sharedRegistry: { path: store, checkIntervalMs: 100 } })
+  t.teardown(() => registry.close())
+  const key = makeObject(t, PAGE_SIZE, 'garbage')
+  const peer = await startPeer(t, store)
+
+  for (const [garbage, holding] of [[0x41414141, false], [-2, false], [2, true]] as const) {
+    registry.register('r', { key, byteSize: 8 })
+    const { result } = await peer.send({ op: 'acquire', name: 'r', offset: 0, byteSize: 2 })
+    const { lease } = result as { lease: number }
+    if (!holding) await peer.send({ op: 'release', lease })
+    const cell = leaseCell(store, ...Object.values(slotsOf(store, peer.pid, 'r')) as [number, number])
+    t.equal(cell.read(), holding ? 1 : 0, `the peer's counter says whether it holds r (${holding})`)
+    cell.write(garbage)
+
+    capture.clear()
+    registry.unregister('r')
+    t.notOk(registry.has('r'), `${garbage}: the unregister is not held by a damaged counter`)
+    t.same((await peer.send({ op: 'status' })).result, [], 'gone for the peer too')
+    t.equal(cell.read(), 0, 'the damaged counter is reset')
+    await whenEvent(capture, 'line', () => capture.lines.some((line) => String(line.reason).includes('damaged')), 'the damage logged')
+    const [logged] = capture.lines.filter((line) => String(line.reason).includes('damaged'))
+    t.match(logged.reason, new RegExp(`region 'r' .*: ${garbage} \\(a counter is 0 or 1\\); counted as no lease, and reset`), String(logged.reason))
+    if (holding) {
+      // The peer's requests on its lease stay safe: it keeps its own mapping until its lease ends.
+      t.ok(readFileSync(`/proc/${peer.pid}/maps`, 'utf8').includes(objectPath(key)), 'the holding peer still maps the region')
+      await peer.send({ op: 'release', lease })
+      t.equal(cell.read(), 0, 'and its letting go leaves the counter at 0')
+    }
+  }
 })
 
 interface Answer { statusCode: number, worker: number, body: string }

@@ -87,6 +87,11 @@ export class SqliteStore implements RegionStore {
   #records: ReadonlyMap<string, RegionRecord> = new Map()
   /** Region slots by record id. */
   #regionSlots = new Map<number, number>()
+  /** The region slot of each record this process holds leases on, by record id: the record may be
+   * gone from the store by the time its last lease here ends. */
+  readonly #holding = new Map<number, number>()
+  /** Damaged lease counters found since the last check, which reports them. */
+  #damaged: string[] = []
   /** The lease table's revision when the records were last read. */
   #revision = Number.NaN
   /** Set by a write in the current transaction. */
@@ -216,21 +221,27 @@ export class SqliteStore implements RegionStore {
 
   hold (record: RegionRecord): boolean {
     const slot = this.#regionSlots.get(record.id) as number
-    this.#leases.add(this.#slot, slot, 1)
+    this.#leases.setHolding(this.#slot, slot, true)
     // Counted before looking again: a removal committed before this count is seen now. One
     // committed while this runs may miss the count; the lease is then served as if it came
     // first, from this process's mapping, which stays until the lease ends.
-    if (this.records().get(record.name)?.id === record.id) return true
-    this.#leases.add(this.#slot, slot, -1)
+    if (this.records().get(record.name)?.id === record.id) {
+      this.#holding.set(record.id, slot)
+      return true
+    }
+    this.#leases.setHolding(this.#slot, slot, false)
     return false
   }
 
-  letGo (record: RegionRecord): void {
-    this.#leases.add(this.#slot, this.#regionSlots.get(record.id) as number, -1)
+  letGo ({ id }: RegionRecord): void {
+    this.#leases.setHolding(this.#slot, this.#holding.get(id) as number, false)
+    this.#holding.delete(id)
   }
 
-  heldElsewhere (record: RegionRecord): boolean {
-    return this.#leases.held(this.#regionSlots.get(record.id) as number, this.#liveUsers().map((user) => user.slot))
+  heldElsewhere ({ id, name }: RegionRecord): boolean {
+    return this.#leases.held(this.#regionSlots.get(id) as number, this.#liveUsers().map((user) => user.slot), ({ processSlot, value }) => {
+      this.#damaged.push(`region '${name}' (process slot ${processSlot}): ${value} (a counter is 0 or 1); counted as no lease, and reset`)
+    })
   }
 
   lastUser (): boolean {
@@ -238,7 +249,8 @@ export class SqliteStore implements RegionStore {
   }
 
   /** Each check first catches a change whose writer died between its commit and its second bump,
-   * and notices a lease table shrunk under the processes that count in it. */
+   * notices a lease table shrunk under the processes that count in it, and reports the damaged
+   * lease counters found since the last (the registry logs what this throws). */
   watch (check: (refresh: () => void) => void): void {
     this.#watcher = setInterval(() => check(() => this.#refresh()), this.#checkIntervalMs).unref()
   }
@@ -248,6 +260,9 @@ export class SqliteStore implements RegionStore {
     if (dataVersion !== this.#dataVersion) this.#revision = Number.NaN
     this.#dataVersion = dataVersion
     if (!this.#leases.intact) throw new Error(LEASE_TABLE_SHRUNK)
+    if (this.#damaged.length === 0) return
+    const damaged = this.#damaged.splice(0)
+    throw new Error(`the lease table beside the store held damaged counters: ${damaged.join('; ')}`)
   }
 
   /** Leaves the store. The last process out removes the lease table. A store that fails keeps
