@@ -4,16 +4,17 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { closeSync, openSync, readFileSync, readSync, writeSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, readSync, statSync, writeSync } from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
+import { setTimeout } from 'node:timers/promises'
 import { createInterface } from 'node:readline'
 import Database from 'better-sqlite3'
 import t, { type Test } from 'tap'
 import { Registry } from '../lib/registry'
 import { PROCESS_SLOTS } from '../lib/store/lease-table'
 import { registerBody, SYSTEM } from './helpers/app'
-import { type RegistryPeer, startPeer, storePath } from './helpers/registry-peer'
+import { type RegistryPeer, type Reply, startPeer, storePath } from './helpers/registry-peer'
 import { createObject, unlinkObject } from '../lib/posix-shm'
 import { LogCapture } from './helpers/observe'
 import { makeObject, mappingsOf, objectPath, PAGE_SIZE, writeObjectFile } from './helpers/shm'
@@ -164,6 +165,56 @@ t.test('garbage over a live process\'s lease counter is counted as no lease, res
       await peer.send({ op: 'release', lease })
       t.equal(cell.read(), 0, 'and its letting go leaves the counter at 0')
     }
+  }
+})
+
+/** Garbage over every frame of the store's write-ahead log (its 32-byte header kept), as a stray
+ * write would leave it: what the processes had committed there is unreadable from now on. */
+function damageWal (store: string): void {
+  const wal = `${store}-wal`
+  const frames = statSync(wal).size - 32
+  const fd = openSync(wal, 'r+')
+  try {
+    writeSync(fd, Buffer.from(Array.from({ length: frames }, (_, index) => (index * 131 + 7) & 0xff)), 0, frames, 32)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** What each of the peers answers to one command, without the pid of the one that answered. */
+const answersOf = (peers: RegistryPeer[], command: object) => Promise.all(peers.map((peer) => peer.send(command)))
+
+const outcome = (reply: Reply) => reply.error === undefined ? 'served' : `${reply.statusCode} ${reply.code}`
+
+const STORE_FAILED = { error: 'the shared memory registry is unavailable, try again', statusCode: 500, code: 'ERR_SHM_STORE_FAILED' }
+
+t.test('a write-ahead log damaged under two processes: neither acknowledges a change, and both refuse it alike', async (t) => {
+  const key = makeObject(t, PAGE_SIZE, 'wal')
+  // up to date: both read the store after its last change; behind: its last change is unread.
+  for (const phase of ['up to date', 'behind'] as const) {
+    const store = storePath(t)
+    const peers = [await startPeer(t, store), await startPeer(t, store)]
+    // Each registers in turn, so each has other pages of the store in its cache.
+    for (let index = 0; index < 6; index++) {
+      t.same(await peers[index % 2].send({ op: 'register', name: `before${index}`, key, byteSize: 8 }), { result: null })
+    }
+    if (phase === 'up to date') await answersOf(peers, { op: 'status' })
+    damageWal(store)
+
+    for (let round = 0; round < 3; round++) {
+      for (const [index, peer] of peers.entries()) {
+        t.same(await peer.send({ op: 'register', name: `after${round}_${index}`, key, byteSize: 8 }), STORE_FAILED,
+          `${phase}, round ${round}: a register in process ${index} is refused with the store's 500`)
+      }
+    }
+    t.same(await answersOf(peers, { op: 'unregister', name: 'before0' }), [STORE_FAILED, STORE_FAILED], `${phase}: so is an unregister, in both`)
+    // A process answers from what it read until its next check reads the store again (100 ms here).
+    await bounded((async () => {
+      while ((await answersOf(peers, { op: 'status' })).some((reply) => reply.code !== STORE_FAILED.code)) await setTimeout(20)
+    })(), `${phase}: both refusing the damaged store`)
+    t.pass(`${phase}: from their next check on, both refuse a status`)
+    t.same((await answersOf(peers, { op: 'acquire', name: 'before5', offset: 0, byteSize: 1 })).map(outcome),
+      ['500 ERR_SHM_STORE_FAILED', '500 ERR_SHM_STORE_FAILED'], `${phase}: and a lease`)
   }
 })
 

@@ -96,7 +96,6 @@ export class SqliteStore implements RegionStore {
   #revision = Number.NaN
   /** Set by a write in the current transaction. */
   #wrote = false
-  #dataVersion = -1
   #watcher: NodeJS.Timeout | undefined
   #open = true
   version = 0
@@ -157,9 +156,13 @@ export class SqliteStore implements RegionStore {
   }
 
   #reread (): void {
-    // The revision first: a change made while reading bumps it again, and is read next time.
-    this.#revision = this.#leases.revision
+    // The revision first: a change made while reading bumps it again, and is read next time. It
+    // counts once the read succeeded: a process that could not read a change never serves the
+    // records from before it as current, but tries again (and fails, as every process does) at
+    // its next call.
+    const revision = this.#leases.revision
     const rows = this.#statements.regions.all() as RegionRow[]
+    this.#revision = revision
     this.#records = new Map(rows.map((row) => [row.name, toRecord(row)]))
     this.#regionSlots = new Map(rows.map((row) => [row.id, row.slot]))
     this.version++
@@ -184,10 +187,18 @@ export class SqliteStore implements RegionStore {
     })
   }
 
-  /** SQLite's own errors (a busy, corrupt or vanished store) become a 500 for the request; the
-   * cause, which may name the file, stays with the server. */
+  /**
+   * Every use of the file starts with an empty page cache: pages this connection read earlier are
+   * not taken for what the file holds now. Otherwise a write into a damaged file (garbage over its
+   * write-ahead log) would succeed in the process that still had the damaged pages cached, and be
+   * acknowledged, while every other process fails to read them: each process now reads what the
+   * others read, and a damaged store is refused alike by all. SQLite's own errors (a busy,
+   * corrupt or vanished store) become a 500 for the request; the cause, which may name the file,
+   * stays with the server.
+   */
   #guard<T> (use: () => T): T {
     try {
+      this.#db.pragma('shrink_memory')
       return use()
     } catch (error) {
       if ((error as Error).name === 'SqliteError') throw storeFailed(error)
@@ -248,17 +259,19 @@ export class SqliteStore implements RegionStore {
     return this.#liveUsers().length === 0
   }
 
-  /** Each check first catches a change whose writer died between its commit and its second bump,
-   * notices a lease table shrunk under the processes that count in it, and reports the damaged
-   * lease counters found since the last (the registry logs what this throws). */
+  /** Each check has the records read again, from the file: that catches a change whose writer
+   * died between its commit and its second bump, and a store damaged since the last check, which
+   * this process then refuses to use as every other process does (a process that had read the
+   * store before the damage would otherwise go on answering from what it read, while those that
+   * had not refuse). It notices a lease table shrunk under the processes that count in it, and
+   * reports the damaged lease counters found since the last check (the registry logs what this
+   * throws). */
   watch (check: (refresh: () => void) => void): void {
     this.#watcher = setInterval(() => check(() => this.#refresh()), this.#checkIntervalMs).unref()
   }
 
   #refresh (): void {
-    const dataVersion = this.#guard(() => this.#statements.dataVersion.get() as number)
-    if (dataVersion !== this.#dataVersion) this.#revision = Number.NaN
-    this.#dataVersion = dataVersion
+    this.#revision = Number.NaN
     if (!this.#leases.intact) throw new Error(LEASE_TABLE_SHRUNK)
     if (this.#damaged.length === 0) return
     const damaged = this.#damaged.splice(0)
@@ -289,7 +302,6 @@ export class SqliteStore implements RegionStore {
 function prepare (db: Database) {
   const statement = (sql: string): Statement => db.prepare(sql)
   return {
-    dataVersion: statement('PRAGMA data_version').pluck(),
     regions: statement('SELECT id, name, key, offset, byte_size, object, unregister_pending, slot FROM regions'),
     regionSlots: statement('SELECT slot FROM regions').pluck(),
     addRegion: statement('INSERT INTO regions (name, key, offset, byte_size, object, slot) VALUES (?, ?, ?, ?, ?, ?)'),
