@@ -190,8 +190,9 @@ const STORE_FAILED = { error: 'the shared memory registry is unavailable, try ag
 
 t.test('a write-ahead log damaged under two processes: neither acknowledges a change, and both refuse it alike', async (t) => {
   const key = makeObject(t, PAGE_SIZE, 'wal')
-  // up to date: both read the store after its last change; behind: its last change is unread.
-  for (const phase of ['up to date', 'behind'] as const) {
+  // up to date: both read the store after its last change; one behind: the other one's last change
+  // is unread by the first (the writer reads its own at once).
+  for (const phase of ['up to date', 'one behind'] as const) {
     const store = storePath(t)
     const peers = [await startPeer(t, store), await startPeer(t, store)]
     // Each registers in turn, so each has other pages of the store in its cache.
@@ -208,7 +209,7 @@ t.test('a write-ahead log damaged under two processes: neither acknowledges a ch
       }
     }
     t.same(await answersOf(peers, { op: 'unregister', name: 'before0' }), [STORE_FAILED, STORE_FAILED], `${phase}: so is an unregister, in both`)
-    // A process answers from what it read until its next check reads the store again (100 ms here).
+    // A process may answer from what it read until its next check reads the store again (100 ms here).
     await bounded((async () => {
       while ((await answersOf(peers, { op: 'status' })).some((reply) => reply.code !== STORE_FAILED.code)) await setTimeout(20)
     })(), `${phase}: both refusing the damaged store`)

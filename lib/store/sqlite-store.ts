@@ -259,13 +259,14 @@ export class SqliteStore implements RegionStore {
     return this.#liveUsers().length === 0
   }
 
-  /** Each check has the records read again, from the file: that catches a change whose writer
-   * died between its commit and its second bump, and a store damaged since the last check, which
-   * this process then refuses to use as every other process does (a process that had read the
-   * store before the damage would otherwise go on answering from what it read, while those that
-   * had not refuse). It notices a lease table shrunk under the processes that count in it, and
-   * reports the damaged lease counters found since the last check (the registry logs what this
-   * throws). */
+  /**
+   * Each check has the records read again, from the file. That catches a change whose writer died
+   * between its commit and its second bump, and a store damaged since the last check: a process
+   * that read the store before the damage would otherwise go on answering from what it read,
+   * while one that had a change left to read refuses, so within a check every process refuses
+   * alike. It notices a lease table shrunk under the processes that count in it, and reports the
+   * damaged lease counters found since the last check (the registry logs what this throws).
+   */
   watch (check: (refresh: () => void) => void): void {
     this.#watcher = setInterval(() => check(() => this.#refresh()), this.#checkIntervalMs).unref()
   }
