@@ -3,8 +3,10 @@
  * node:cluster workers on one port, sharing one registry (the plugin's `sharedRegistry` option),
  * so a client may register on one connection and infer on another, whichever worker each reaches.
  *
- * The primary serves nothing itself. It makes a private directory for the registry's store, starts
- * the workers with its path in SHARED_REGISTRY_PATH, starts another worker when one dies, and on
+ * The primary serves nothing itself, and holds no connection: the workers accept their own
+ * (SCHED_NONE, see runPrimary), so a crash costs the requests in flight and no later one. It makes
+ * a private directory for the registry's store, starts the workers with its path in
+ * SHARED_REGISTRY_PATH, starts another worker when one dies, and on
  * SIGINT or SIGTERM (to it alone, or to the whole process group) stops the workers, then removes
  * the directory. A worker that dies before it listened is started again after a delay that doubles
  * at each such death in a row; the service stops only when a worker exits with an error of its own
@@ -39,8 +41,20 @@ function log (level: 'info' | 'error', msg: string, fields: object = {}): void {
   process.stdout.write(JSON.stringify({ level: levels[level], time: Date.now(), pid: process.pid, hostname: os.hostname(), ...fields, msg }) + '\n')
 }
 
-/** Runs the primary: `workers` copies of this script (the workers) on one port and one registry. */
+/**
+ * Runs the primary: `workers` copies of this script (the workers) on one port and one registry.
+ *
+ * The workers accept connections themselves, from the listening socket they share (SCHED_NONE),
+ * for the HTTP port and the gRPC port alike. With node:cluster's default round-robin, the primary
+ * accepts each connection and hands it to a worker it believes alive; one handed to a worker that
+ * died a moment before (its death not yet noticed: every worker killed at once) is neither
+ * answered nor closed, and its client waits for its own timeout. Here a connection is accepted by
+ * a live worker, or refused at once once no worker is left (the socket closes with the last one),
+ * and served again on PORT as soon as a new worker listens. The cost: the kernel, not the primary,
+ * spreads connections over the workers, less evenly (a busy worker takes fewer).
+ */
 export function runPrimary (workers: number): void {
+  cluster.schedulingPolicy = cluster.SCHED_NONE
   // mkdtemp makes the directory with mode 0700: only this user can reach the store inside.
   const directory = mkdtempSync(path.join(os.tmpdir(), 'fastify-triton-shm-example-'))
   process.on('exit', () => rmSync(directory, { recursive: true, force: true }))

@@ -23,7 +23,7 @@ import {
   registerRegion, shmInput, shmOutput, type TestModel, unregisterIsImmediate
 } from './helpers/kserve'
 import { fixedSizeRoundTrips, simpleInPlace } from './helpers/onnx-cases'
-import { identityOf, SLOW_COLUMNS, slowGraph } from './helpers/onnx-graphs'
+import { gatedGraph, identityOf, SLOW_COLUMNS, slowGraph } from './helpers/onnx-graphs'
 import { makeObject, objectPath, PAGE_SIZE, writeObjectFile } from './helpers/shm'
 import { bounded } from './helpers/sync'
 
@@ -115,11 +115,12 @@ t.test('an output whose shape only ORT knows is ORT\'s memory, copied once into 
   t.same(Array.from(new Float32Array(object.bytes.buffer, object.bytes.byteOffset + 2048, 3)), [4, 5, 6])
 })
 
-/** A slow graph's request with everything in one region: x, then doubled, then slow. */
-async function slowRequest (t: Test, app: Awaited<ReturnType<typeof buildInferApp>>['app'], rows: number, label: string) {
+/** A slow graph's request with everything in one region: x, then doubled, then slow (then
+ * `extraBytes` for the caller). */
+async function slowRequest (t: Test, app: Awaited<ReturnType<typeof buildInferApp>>['app'], rows: number, label: string, extraBytes = 0) {
   const tensorBytes = rows * SLOW_COLUMNS * 4
-  const object = makeMappedObject(t, 3 * tensorBytes, label)
-  await registerRegion(t, app, label, object.key, 3 * tensorBytes)
+  const object = makeMappedObject(t, 3 * tensorBytes + extraBytes, label)
+  await registerRegion(t, app, label, object.key, 3 * tensorBytes + extraBytes)
   const floats = (index: number) => new Float32Array(object.bytes.buffer, object.bytes.byteOffset + index * tensorBytes, rows * SLOW_COLUMNS)
   floats(0).set(Float32Array.from({ length: rows * SLOW_COLUMNS }, (_, index) => index % 101))
   const body = {
@@ -128,7 +129,7 @@ async function slowRequest (t: Test, app: Awaited<ReturnType<typeof buildInferAp
   }
   /** Whether ORT wrote `doubled` (its last element is 2 x's). */
   const doubledWritten = () => floats(1)[rows * SLOW_COLUMNS - 1] === 2 * ((rows * SLOW_COLUMNS - 1) % 101)
-  return { body, floats, doubledWritten, region: label }
+  return { body, floats, doubledWritten, region: label, bytes: object.bytes }
 }
 
 /** Rows that make the slow graph run for about `ms` on this machine now (measured, never less than 64). */
@@ -141,47 +142,55 @@ async function calibratedRows (t: Test, onnxRunner: OnnxRunner, ms: number): Pro
   return Math.min(16384, Math.max(64, Math.ceil(rows * ms / (performance.now() - start))))
 }
 
+/** `check()` holding: looked at on each turn of the event loop's timers until it does. */
+async function until (check: () => boolean, what: string): Promise<void> {
+  await bounded((async () => { while (!check()) await tick() })(), what)
+}
+
+/**
+ * A request of the gated graph with everything in one region: x, then doubled, then slow, then
+ * stop; the run goes on until `stop()` writes into the region.
+ */
+async function gatedRequest (t: Test, app: Awaited<ReturnType<typeof buildInferApp>>['app'], rows: number, label: string) {
+  const stopAt = 3 * rows * SLOW_COLUMNS * 4
+  const request = await slowRequest(t, app, rows, label, 4)
+  request.body.inputs.push(shmInput('stop', 'INT32', [1], label, 4, stopAt))
+  const stop = () => { new Int32Array(request.bytes.buffer, request.bytes.byteOffset + stopAt, 1)[0] = 1 }
+  return { ...request, stop }
+}
+
 t.test('ORT writes an output once, into the region, while the run goes on; the event loop keeps turning', async (t) => {
-  const onnxRunner = runner(t)
-  const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
-  /** One run watched from the event loop: when doubled appeared in the region, and what else was done meanwhile. */
-  const watchedRun = async ({ body, floats, doubledWritten }: Awaited<ReturnType<typeof slowRequest>>) => {
-    const run = { responded: false }
-    const started = performance.now()
-    const response = infer(app, 'slow', body).finally(() => { run.responded = true })
-    let ticks = 0
-    let writtenWhileRunning = false
-    let statusWhileRunning = false
-    while (!run.responded) {
-      await tick()
-      ticks++
-      if (!writtenWhileRunning && doubledWritten() && !run.responded) writtenWhileRunning = true
-      if (!statusWhileRunning) {
-        const status = await app.inject({ method: 'GET', url: '/v2/systemsharedmemory/status' })
-        statusWhileRunning = status.statusCode === 200 && !run.responded
-      }
-    }
-    return { response: await response, ms: performance.now() - started, ticks, writtenWhileRunning, statusWhileRunning, floats }
-  }
-  // A machine that got faster since the calibration gets a larger run.
-  let rows = await calibratedRows(t, onnxRunner, 900)
-  let request = await slowRequest(t, app, rows, 'runner_slow')
-  let watched = await countCopies(() => watchedRun(request))
-  for (let attempt = 1; watched.result.ms < 500 && attempt < 4; attempt++) {
-    rows = Math.min(16384, rows * 2)
-    request = await slowRequest(t, app, rows, `runner_slow_${attempt}`)
-    watched = await countCopies(() => watchedRun(request))
-  }
-  const { result, copies } = watched
-  t.equal(result.response.statusCode, 200, result.response.body)
-  t.ok(result.ms >= 500, `the run lasted ${Math.round(result.ms)} ms`)
-  t.ok(result.writtenWhileRunning, 'doubled was in the region while ORT still ran: written there by ORT, not copied after the run')
-  t.ok(result.statusWhileRunning, 'a status request was answered meanwhile')
-  t.ok(result.ticks >= 20, `a 5 ms timer fired ${result.ticks} times during the run`)
+  const { app } = await buildInferApp(t, [await runnerModel(runner(t), gatedGraph(), 'gated')])
+  const rows = 64
+  const { body, floats, doubledWritten, stop } = await gatedRequest(t, app, rows, 'runner_gated')
+  const slowUnwritten = () => floats(2).every((value) => value === 0)
+  const { result, copies } = await countCopies(async () => {
+    let responded = false
+    const response = infer(app, 'gated', body).finally(() => { responded = true })
+    // Each event is recorded with whether the run was still going on: it cannot end before stop().
+    const events: Array<[string, boolean]> = []
+    await until(doubledWritten, 'ORT to write doubled into the region')
+    events.push(['doubled in the region, slow not yet', !responded && slowUnwritten()])
+    const status = await app.inject({ method: 'GET', url: '/v2/systemsharedmemory/status' })
+    events.push([`status answered ${status.statusCode}`, !responded])
+    for (let ticks = 0; ticks < 20; ticks++) await tick()
+    events.push(['a 5 ms timer fired 20 times', !responded])
+    stop()
+    const answered = await response
+    events.push([`answered ${answered.statusCode}`, responded])
+    return { events, answered }
+  })
+  t.same(result.events, [
+    ['doubled in the region, slow not yet', true],
+    ['status answered 200', true],
+    ['a 5 ms timer fired 20 times', true],
+    ['answered 200', true]
+  ], 'doubled was in the region while ORT still ran (written there by ORT, not copied after the run), and the event loop answered meanwhile')
+  t.equal(result.answered.statusCode, 200, result.answered.body)
   t.equal(copies, 0, 'no byte was copied in JavaScript either')
-  const x = result.floats(0)
-  t.ok(result.floats(1).every((value, index) => value === 2 * x[index]), 'doubled holds 2x')
-  t.ok(result.floats(2).every((value, index) => value === 2 * x[index]), 'slow holds 2x too, written at the end')
+  const x = floats(0)
+  t.ok(floats(1).every((value, index) => value === 2 * x[index]), 'doubled holds 2x')
+  t.ok(floats(2).every((value, index) => value === 2 * x[index]), 'slow holds 2x too, written at the end')
 })
 
 t.test('a hold taken with retain() keeps the request\'s leases past its reply, until it ends (once)', async (t) => {
@@ -230,6 +239,43 @@ t.test('runs at once are bounded by the runner\'s concurrency; more wait their t
     t.same([(await firstResponse).statusCode, (await secondResponse).statusCode], [200, 200])
     t.equal(onnxRunner.inFlight, 0)
   }
+})
+
+t.test('a run whose client leaves while it waits for its turn leaves the queue at once, and lets go of its leases', async (t) => {
+  const onnxRunner = runner(t, { concurrency: 1 })
+  const { app, seen } = await buildInferApp(t, [await runnerModel(onnxRunner, gatedGraph(), 'gated')])
+  const first = await gatedRequest(t, app, 64, 'runner_turn_first')
+  const second = await gatedRequest(t, app, 64, 'runner_turn_second')
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as { port: number }
+
+  let firstResponded = false
+  const firstResponse = infer(app, 'gated', first.body).finally(() => { firstResponded = true })
+  await until(first.doubledWritten, 'the first run to start')
+  const waiting = http.request({ port, host: '127.0.0.1', method: 'POST', path: inferUrl('gated'), headers: { 'content-type': 'application/json' } })
+  waiting.on('error', () => {})
+  waiting.end(JSON.stringify(second.body))
+  await until(() => onnxRunner.inFlight === 2, 'the second run to wait for its turn')
+  t.equal(app.systemSharedMemory.counters().liveLeases, 8, 'each request holds its four leases')
+
+  waiting.destroy()
+  await until(() => seen[1]?.signal.aborted === true, 'the server to see the client leave')
+  // What its leaving lets go of is let go of before the event loop turns again: not at its turn.
+  await new Promise((resolve) => setImmediate(resolve))
+  const running = !firstResponded && first.floats(2).every((value) => value === 0)
+  t.ok(running, 'the first run is still going on')
+  t.equal(onnxRunner.inFlight, 1, 'the abandoned run left the queue')
+  t.equal(app.systemSharedMemory.counters().liveLeases, 4, 'its leases are released: only the first run\'s remain')
+  t.ok(unregisterIsImmediate(app, 'runner_turn_second'), 'nothing holds its region')
+  t.ok(second.floats(1).every((value) => value === 0), 'it never ran')
+
+  first.stop()
+  t.equal((await firstResponse).statusCode, 200, 'the first run ends as it would have')
+  t.equal(onnxRunner.inFlight, 0)
+  // The turn went back to the runner: a new run takes it.
+  const third = await gatedRequest(t, app, 64, 'runner_turn_third')
+  third.stop()
+  t.equal((await infer(app, 'gated', third.body)).statusCode, 200, 'and a run after them has its turn')
 })
 
 t.test('ORT\'s refusals and what the runner cannot take are 400s; bad options and models are refused at load', async (t) => {

@@ -22,6 +22,11 @@ import {
   serializeStrings, shmInput, shmOutput, type TestModel
 } from './helpers/kserve'
 
+// onnxruntime-node's own sessions, made here before any runner: without this, ORT's telemetry
+// uploader would write under the user's ~/.cache and in TMPDIR (as the ONNX runner prevents for
+// its own processes, see test/onnx-runner-files.test.ts).
+process.env.ORT_DISABLE_TELEMETRY = '1'
+
 // ORT logs a failed run at error level; the tests check what the client gets instead.
 const session = (bytes: Uint8Array) => InferenceSession.create(Buffer.from(bytes), { logSeverityLevel: 4 })
 

@@ -4,16 +4,20 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { closeSync, openSync, readFileSync, readSync, statSync, writeSync } from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
+import { setTimeout } from 'node:timers/promises'
 import { createInterface } from 'node:readline'
 import Database from 'better-sqlite3'
 import t, { type Test } from 'tap'
 import { Registry } from '../lib/registry/registry'
+import { PROCESS_SLOTS } from '../lib/store/lease-table'
 import { registerBody, SYSTEM } from './helpers/app'
-import { type RegistryPeer, startPeer, storePath } from './helpers/registry-peer'
+import { type RegistryPeer, type Reply, startPeer, storePath } from './helpers/registry-peer'
 import { createObject, unlinkObject } from '../lib/addon/posix-shm'
-import { makeObject, mappingsOf, PAGE_SIZE, writeObjectFile } from './helpers/shm'
+import { LogCapture } from './helpers/observe'
+import { makeObject, mappingsOf, objectPath, PAGE_SIZE, writeObjectFile } from './helpers/shm'
 import { bounded, whenEvent } from './helpers/sync'
 
 const CLUSTER = path.join(__dirname, 'fixtures', 'shared-registry-cluster.ts')
@@ -96,6 +100,123 @@ t.test('a process killed inside a write leaves the store as it was, and unlocked
   const raw = new Database(store, { readonly: true })
   t.teardown(() => raw.close())
   t.equal(raw.pragma('integrity_check', { simple: true }), 'ok')
+})
+
+/** The lease table's cell of a process slot on a region slot, in the file every process maps:
+ * read and written as any other program (or a stray write) would, with no help from the code. */
+function leaseCell (store: string, processSlot: number, regionSlot: number) {
+  const position = (16 + regionSlot * PROCESS_SLOTS + processSlot) * 4
+  const cell = Buffer.alloc(4)
+  const path = `${store}-leases`
+  return {
+    read: () => {
+      const fd = openSync(path, 'r')
+      try { readSync(fd, cell, 0, 4, position) } finally { closeSync(fd) }
+      return cell.readInt32LE(0)
+    },
+    write: (value: number) => {
+      const fd = openSync(path, 'r+')
+      try { cell.writeInt32LE(value, 0); writeSync(fd, cell, 0, 4, position) } finally { closeSync(fd) }
+    }
+  }
+}
+
+/** The slots the store gave a process and a region. */
+function slotsOf (store: string, pid: number, region: string): { processSlot: number, regionSlot: number } {
+  const raw = new Database(store, { readonly: true })
+  try {
+    return {
+      processSlot: raw.prepare('SELECT slot FROM users WHERE pid = ?').pluck().get(pid) as number,
+      regionSlot: raw.prepare('SELECT slot FROM regions WHERE name = ?').pluck().get(region) as number
+    }
+  } finally {
+    raw.close()
+  }
+}
+
+t.test('garbage over a live process\'s lease counter is counted as no lease, reset and logged: it holds no unregister', async (t) => {
+  const store = storePath(t)
+  const capture = new LogCapture()
+  const registry = new Registry({ logger: capture.logger(), sharedRegistry: { path: store, checkIntervalMs: 100 } })
+  t.teardown(() => registry.close())
+  const key = makeObject(t, PAGE_SIZE, 'garbage')
+  const peer = await startPeer(t, store)
+
+  for (const [garbage, holding] of [[0x41414141, false], [-2, false], [2, true]] as const) {
+    registry.register('r', { key, byteSize: 8 })
+    const { result } = await peer.send({ op: 'acquire', name: 'r', offset: 0, byteSize: 2 })
+    const { lease } = result as { lease: number }
+    if (!holding) await peer.send({ op: 'release', lease })
+    const cell = leaseCell(store, ...Object.values(slotsOf(store, peer.pid, 'r')) as [number, number])
+    t.equal(cell.read(), holding ? 1 : 0, `the peer's counter says whether it holds r (${holding})`)
+    cell.write(garbage)
+
+    capture.clear()
+    registry.unregister('r')
+    t.notOk(registry.has('r'), `${garbage}: the unregister is not held by a damaged counter`)
+    t.same((await peer.send({ op: 'status' })).result, [], 'gone for the peer too')
+    t.equal(cell.read(), 0, 'the damaged counter is reset')
+    await whenEvent(capture, 'line', () => capture.lines.some((line) => String(line.reason).includes('damaged')), 'the damage logged')
+    const [logged] = capture.lines.filter((line) => String(line.reason).includes('damaged'))
+    t.match(logged.reason, new RegExp(`region 'r' .*: ${garbage} \\(a counter is 0 or 1\\); counted as no lease, and reset`), String(logged.reason))
+    if (holding) {
+      // The peer's requests on its lease stay safe: it keeps its own mapping until its lease ends.
+      t.ok(readFileSync(`/proc/${peer.pid}/maps`, 'utf8').includes(objectPath(key)), 'the holding peer still maps the region')
+      await peer.send({ op: 'release', lease })
+      t.equal(cell.read(), 0, 'and its letting go leaves the counter at 0')
+    }
+  }
+})
+
+/** Garbage over every frame of the store's write-ahead log (its 32-byte header kept), as a stray
+ * write would leave it: what the processes had committed there is unreadable from now on. */
+function damageWal (store: string): void {
+  const wal = `${store}-wal`
+  const frames = statSync(wal).size - 32
+  const fd = openSync(wal, 'r+')
+  try {
+    writeSync(fd, Buffer.from(Array.from({ length: frames }, (_, index) => (index * 131 + 7) & 0xff)), 0, frames, 32)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** What each of the peers answers to one command, without the pid of the one that answered. */
+const answersOf = (peers: RegistryPeer[], command: object) => Promise.all(peers.map((peer) => peer.send(command)))
+
+const outcome = (reply: Reply) => reply.error === undefined ? 'served' : `${reply.kind} ${reply.code}`
+
+const STORE_FAILED = { error: 'the shared memory registry is unavailable, try again', kind: 'internal', code: 'ERR_SHM_STORE_FAILED' }
+
+t.test('a write-ahead log damaged under two processes: neither acknowledges a change, and both refuse it alike', async (t) => {
+  const key = makeObject(t, PAGE_SIZE, 'wal')
+  // up to date: both read the store after its last change; one behind: the other one's last change
+  // is unread by the first (the writer reads its own at once).
+  for (const phase of ['up to date', 'one behind'] as const) {
+    const store = storePath(t)
+    const peers = [await startPeer(t, store), await startPeer(t, store)]
+    // Each registers in turn, so each has other pages of the store in its cache.
+    for (let index = 0; index < 6; index++) {
+      t.same(await peers[index % 2].send({ op: 'register', name: `before${index}`, key, byteSize: 8 }), { result: null })
+    }
+    if (phase === 'up to date') await answersOf(peers, { op: 'status' })
+    damageWal(store)
+
+    for (let round = 0; round < 3; round++) {
+      for (const [index, peer] of peers.entries()) {
+        t.same(await peer.send({ op: 'register', name: `after${round}_${index}`, key, byteSize: 8 }), STORE_FAILED,
+          `${phase}, round ${round}: a register in process ${index} is refused with the store's 500`)
+      }
+    }
+    t.same(await answersOf(peers, { op: 'unregister', name: 'before0' }), [STORE_FAILED, STORE_FAILED], `${phase}: so is an unregister, in both`)
+    // A process may answer from what it read until its next check reads the store again (100 ms here).
+    await bounded((async () => {
+      while ((await answersOf(peers, { op: 'status' })).some((reply) => reply.code !== STORE_FAILED.code)) await setTimeout(20)
+    })(), `${phase}: both refusing the damaged store`)
+    t.pass(`${phase}: from their next check on, both refuse a status`)
+    t.same((await answersOf(peers, { op: 'acquire', name: 'before5', offset: 0, byteSize: 1 })).map(outcome),
+      ['internal ERR_SHM_STORE_FAILED', 'internal ERR_SHM_STORE_FAILED'], `${phase}: and a lease`)
+  }
 })
 
 interface Answer { statusCode: number, worker: number, body: string }

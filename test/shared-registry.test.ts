@@ -199,7 +199,7 @@ function deadHolder (t: Test, store: string): { raw: Database.Database, userId: 
   const slot = PROCESS_SLOTS - 1
   const userId = Number(raw.prepare('INSERT INTO users (pid, start_time, slot) VALUES (?, 1, ?)').run(2 ** 22 + 1, slot).lastInsertRowid)
   const table = new LeaseTable(`${store}-leases`, false)
-  for (const regionSlot of raw.prepare('SELECT slot FROM regions').pluck().all() as number[]) table.add(slot, regionSlot, 1)
+  for (const regionSlot of raw.prepare('SELECT slot FROM regions').pluck().all() as number[]) table.setHolding(slot, regionSlot, true)
   table.close()
   return { raw, userId }
 }

@@ -37,7 +37,8 @@ typedef struct OrtApi {
   int (*GetErrorCode)(const OrtStatus *status);                                                /* 1 */
   const char *(*GetErrorMessage)(const OrtStatus *status);                                     /* 2 */
   OrtStatus *(*CreateEnv)(int log_severity_level, const char *log_id, OrtEnv **out);            /* 3 */
-  void *unused_4_to_6[3];
+  void *unused_4_to_5[2];
+  OrtStatus *(*DisableTelemetryEvents)(const OrtEnv *env);                                     /* 6 */
   OrtStatus *(*CreateSession)(const OrtEnv *env, const char *model_path, const OrtSessionOptions *options,
                               OrtSession **out);                                               /* 7 */
   OrtStatus *(*CreateSessionFromArray)(const OrtEnv *env, const void *model_data, size_t model_data_length,
@@ -111,6 +112,7 @@ typedef struct OrtApiBase {
 #define ORT_POSITION(member, position) \
   _Static_assert(offsetof(OrtApi, member) == (position) * sizeof(void *), #member " is at position " #position)
 ORT_POSITION(CreateEnv, 3);
+ORT_POSITION(DisableTelemetryEvents, 6);
 ORT_POSITION(CreateSession, 7);
 ORT_POSITION(CreateSessionOptions, 10);
 ORT_POSITION(SetSessionLogSeverityLevel, 22);

@@ -115,7 +115,10 @@ static napi_value load_runtime(napi_env env, napi_callback_info info) {
     free(runtime);
     return NULL;
   }
-  if (!ort_ok(env, api, api->CreateCpuMemoryInfo(ORT_DEVICE_ALLOCATOR, ORT_MEM_TYPE_DEFAULT, &runtime->memory))) {
+  /* The events of this process's sessions and runs; what the library records on making its first
+   * environment only ORT_DISABLE_TELEMETRY prevents, which loadRuntime (ort-library.ts) sets first. */
+  if (!ort_ok(env, api, api->DisableTelemetryEvents(runtime->env)) ||
+      !ort_ok(env, api, api->CreateCpuMemoryInfo(ORT_DEVICE_ALLOCATOR, ORT_MEM_TYPE_DEFAULT, &runtime->memory))) {
     api->ReleaseEnv(runtime->env);
     free(runtime);
     return NULL;

@@ -19,8 +19,9 @@ type TypedArray = Exclude<TensorData, Buffer[] | BytesElements>
 
 /** What a model needs of its runner: a turn within its bound on runs at once. */
 export interface RunSlots {
-  /** Waits for a turn; resolves with the function that ends it. Throws once the runner is closed. */
-  acquire(): Promise<() => void>
+  /** Waits for a turn; resolves with the function that ends it. Throws once the runner is closed,
+   * and with `signal`'s reason once it aborts (leaving the queue at once). */
+  acquire(signal: AbortSignal): Promise<() => void>
 }
 
 const metadataOf = ({ name, tensor, type, shape }: OrtValueInfo): InferenceSession.ValueMetadata =>
@@ -54,12 +55,13 @@ export class OnnxModel {
   /**
    * Runs `infer` and fills its outputs; respond with `infer.respond(reply)` as for any model. The
    * run holds the request's leases until it ends, even past a client that goes away (whose run is
-   * then stopped). ORT's refusals are 400s with its message, without paths.
+   * then stopped); one whose client goes away while it waits for its turn leaves at once. ORT's
+   * refusals are 400s with its message, without paths.
    */
   async run (infer: InferRequest): Promise<void> {
     const letGo = infer.retain()
     try {
-      const end = await this.#slots.acquire()
+      const end = await this.#slots.acquire(infer.signal)
       try {
         infer.signal.throwIfAborted()
         await this.#runNow(infer)

@@ -71,7 +71,7 @@ export class OnnxRunner {
   readonly #waiting: Array<() => void> = []
   readonly #runs = new Set<Promise<void>>()
   #closed = false
-  readonly #slots: RunSlots = { acquire: () => this.#acquire() }
+  readonly #slots: RunSlots = { acquire: (signal) => this.#acquire(signal) }
 
   constructor (options: OnnxRunnerOptions = {}) {
     checkOptions(problemOfRunner, options)
@@ -118,20 +118,49 @@ export class OnnxRunner {
     for (const model of this.#models.splice(0)) model.release()
   }
 
-  async #acquire (): Promise<() => void> {
+  async #acquire (signal: AbortSignal): Promise<() => void> {
     if (this.#closed) throw errors.onnxRunnerClosed()
     let finish!: () => void
     const run = new Promise<void>((resolve) => { finish = resolve })
-    this.#runs.add(run)
-    if (this.#running < this.#concurrency) this.#running++
-    else await new Promise<void>((resolve) => this.#waiting.push(resolve))
-    // The turn passes to the next run waiting, or is given back.
-    return () => {
+    const forget = () => {
       this.#runs.delete(run)
       finish()
+    }
+    this.#runs.add(run)
+    if (this.#running < this.#concurrency) {
+      this.#running++
+    } else {
+      try {
+        await this.#turn(signal)
+      } catch (error) {
+        forget()
+        throw error
+      }
+    }
+    // The turn passes to the next run waiting, or is given back.
+    return () => {
+      forget()
       const next = this.#waiting.shift()
       if (next === undefined) this.#running--
       else next()
     }
+  }
+
+  /** A place in the queue, given up when `signal` aborts: a run whose client went away keeps
+   * nothing (its request's leases, a turn) until a turn it would not use. */
+  #turn (signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted()
+    return new Promise<void>((resolve, reject) => {
+      const take = () => {
+        signal.removeEventListener('abort', leave)
+        resolve()
+      }
+      const leave = () => {
+        this.#waiting.splice(this.#waiting.indexOf(take), 1)
+        reject(signal.reason)
+      }
+      signal.addEventListener('abort', leave, { once: true })
+      this.#waiting.push(take)
+    })
   }
 }

@@ -60,9 +60,19 @@ export function servesApi (version: string, apiVersion: number): boolean {
   return major > 1 || (major === 1 && minor >= apiVersion)
 }
 
-/** Opens the library; the error says which library could not serve and why. */
+/**
+ * ONNX Runtime's Linux builds start a telemetry uploader when the process's first ORT environment
+ * is made: it writes a device id and a queue of events under ~/.cache/Microsoft, and a debug log and
+ * a session file in TMPDIR, before any call could turn it off. Only this variable, read then,
+ * prevents all of it; it is set whatever the host's environment says (the addon then also turns
+ * the events of sessions and runs off through the C API).
+ */
+const TELEMETRY_SWITCH = 'ORT_DISABLE_TELEMETRY'
+
+/** Opens the library, with its telemetry off; the error says which library could not serve and why. */
 export function loadRuntime (libraryPath: string): OrtRuntimeHandle {
   let runtime: OrtRuntimeHandle
+  process.env[TELEMETRY_SWITCH] = '1'
   try {
     runtime = ortAddon.ortLoad(libraryPath)
   } catch (error) {

@@ -1,9 +1,11 @@
 /**
  * Who holds leases on which region, in shared memory that every process of a shared registry
- * maps: one counter per (process slot, region slot). Taking and ending a lease is an atomic add on
- * this process's own counter, never a write to the store; an unregister reads the region's
+ * maps: one counter per (process slot, region slot), 1 while that process holds leases on that
+ * region (from its first lease there to the end of its last), else 0. A process writes only its
+ * own counters, and never the store, to take and end leases; an unregister reads the region's
  * counters of every live process. The first cell is the registry's revision, bumped around every
- * change of its records, so that one load tells a process whether it must reread them.
+ * change of its records, so that one load tells a process whether it must reread them (any value
+ * is a revision: a stray write there costs every process one reread).
  *
  * The table is a file beside the store (`<store>-leases`), mapped shared as SQLite maps its own
  * `-shm` file: it goes with the store's directory, so no way of stopping can leave it anywhere else.
@@ -21,6 +23,9 @@ const BYTE_SIZE = (HEADER_CELLS + PROCESS_SLOTS * REGION_SLOTS) * Int32Array.BYT
 
 /** A region's counters are side by side: an unregister reads one short run of memory. */
 const cell = (processSlot: number, regionSlot: number) => HEADER_CELLS + regionSlot * PROCESS_SLOTS + processSlot
+
+/** A counter that is neither 0 nor 1, found by `held`: written by something other than this code. */
+export interface DamagedCounter { processSlot: number, regionSlot: number, value: number }
 
 export class LeaseTable {
   readonly #buffer: ArrayBuffer
@@ -64,13 +69,31 @@ export class LeaseTable {
     Atomics.add(this.#cells, 0, 1)
   }
 
-  add (processSlot: number, regionSlot: number, leases: number): void {
-    Atomics.add(this.#cells, cell(processSlot, regionSlot), leases)
+  /** Records whether a process holds leases on a region: only that process calls it, for its own slot. */
+  setHolding (processSlot: number, regionSlot: number, holding: boolean): void {
+    Atomics.store(this.#cells, cell(processSlot, regionSlot), holding ? 1 : 0)
   }
 
-  /** Whether any of these processes holds leases on the region. */
-  held (regionSlot: number, processSlots: number[]): boolean {
-    return processSlots.some((processSlot) => Atomics.load(this.#cells, cell(processSlot, regionSlot)) > 0)
+  /**
+   * Whether any of these processes holds leases on the region. A counter that is neither 0 nor 1
+   * was damaged (a stray write into the file): it cannot say its process holds the region, so it
+   * counts as no lease rather than hold an unregister for as long as that process lives. That
+   * process's own leases stay safe (it keeps its mapping until its last lease ends); its counter
+   * is reset to 0, unless the process wrote it meanwhile, and reported to `damaged`.
+   */
+  held (regionSlot: number, processSlots: number[], damaged: (counter: DamagedCounter) => void): boolean {
+    let held = false
+    for (const processSlot of processSlots) {
+      const index = cell(processSlot, regionSlot)
+      const value = Atomics.load(this.#cells, index)
+      if (value === 1) {
+        held = true
+      } else if (value !== 0) {
+        Atomics.compareExchange(this.#cells, index, value, 0)
+        damaged({ processSlot, regionSlot, value })
+      }
+    }
+    return held
   }
 
   /** Zeroes what processes that are gone left in these cells, before they are used again (a

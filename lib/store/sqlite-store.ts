@@ -87,11 +87,15 @@ export class SqliteStore implements RegionStore {
   #records: ReadonlyMap<string, RegionRecord> = new Map()
   /** Region slots by record id. */
   #regionSlots = new Map<number, number>()
+  /** The region slot of each record this process holds leases on, by record id: the record may be
+   * gone from the store by the time its last lease here ends. */
+  readonly #holding = new Map<number, number>()
+  /** Damaged lease counters found since the last check, which reports them. */
+  #damaged: string[] = []
   /** The lease table's revision when the records were last read. */
   #revision = Number.NaN
   /** Set by a write in the current transaction. */
   #wrote = false
-  #dataVersion = -1
   #watcher: NodeJS.Timeout | undefined
   #open = true
   version = 0
@@ -152,9 +156,13 @@ export class SqliteStore implements RegionStore {
   }
 
   #reread (): void {
-    // The revision first: a change made while reading bumps it again, and is read next time.
-    this.#revision = this.#leases.revision
+    // The revision first: a change made while reading bumps it again, and is read next time. It
+    // counts once the read succeeded: a process that could not read a change never serves the
+    // records from before it as current, but tries again (and fails, as every process does) at
+    // its next call.
+    const revision = this.#leases.revision
     const rows = this.#statements.regions.all() as RegionRow[]
+    this.#revision = revision
     this.#records = new Map(rows.map((row) => [row.name, toRecord(row)]))
     this.#regionSlots = new Map(rows.map((row) => [row.id, row.slot]))
     this.version++
@@ -179,10 +187,18 @@ export class SqliteStore implements RegionStore {
     })
   }
 
-  /** SQLite's own errors (a busy, corrupt or vanished store) become a 500 for the request; the
-   * cause, which may name the file, stays with the server. */
+  /**
+   * Every use of the file starts with an empty page cache: pages this connection read earlier are
+   * not taken for what the file holds now. Otherwise a write into a damaged file (garbage over its
+   * write-ahead log) would succeed in the process that still had the damaged pages cached, and be
+   * acknowledged, while every other process fails to read them: each process now reads what the
+   * others read, and a damaged store is refused alike by all. SQLite's own errors (a busy,
+   * corrupt or vanished store) become a 500 for the request; the cause, which may name the file,
+   * stays with the server.
+   */
   #guard<T> (use: () => T): T {
     try {
+      this.#db.pragma('shrink_memory')
       return use()
     } catch (error) {
       if ((error as Error).name === 'SqliteError') throw storeFailed(error)
@@ -216,38 +232,51 @@ export class SqliteStore implements RegionStore {
 
   hold (record: RegionRecord): boolean {
     const slot = this.#regionSlots.get(record.id) as number
-    this.#leases.add(this.#slot, slot, 1)
+    this.#leases.setHolding(this.#slot, slot, true)
     // Counted before looking again: a removal committed before this count is seen now. One
     // committed while this runs may miss the count; the lease is then served as if it came
     // first, from this process's mapping, which stays until the lease ends.
-    if (this.records().get(record.name)?.id === record.id) return true
-    this.#leases.add(this.#slot, slot, -1)
+    if (this.records().get(record.name)?.id === record.id) {
+      this.#holding.set(record.id, slot)
+      return true
+    }
+    this.#leases.setHolding(this.#slot, slot, false)
     return false
   }
 
-  letGo (record: RegionRecord): void {
-    this.#leases.add(this.#slot, this.#regionSlots.get(record.id) as number, -1)
+  letGo ({ id }: RegionRecord): void {
+    this.#leases.setHolding(this.#slot, this.#holding.get(id) as number, false)
+    this.#holding.delete(id)
   }
 
-  heldElsewhere (record: RegionRecord): boolean {
-    return this.#leases.held(this.#regionSlots.get(record.id) as number, this.#liveUsers().map((user) => user.slot))
+  heldElsewhere ({ id, name }: RegionRecord): boolean {
+    return this.#leases.held(this.#regionSlots.get(id) as number, this.#liveUsers().map((user) => user.slot), ({ processSlot, value }) => {
+      this.#damaged.push(`region '${name}' (process slot ${processSlot}): ${value} (a counter is 0 or 1); counted as no lease, and reset`)
+    })
   }
 
   lastUser (): boolean {
     return this.#liveUsers().length === 0
   }
 
-  /** Each check first catches a change whose writer died between its commit and its second bump,
-   * and notices a lease table shrunk under the processes that count in it. */
+  /**
+   * Each check has the records read again, from the file. That catches a change whose writer died
+   * between its commit and its second bump, and a store damaged since the last check: a process
+   * that read the store before the damage would otherwise go on answering from what it read,
+   * while one that had a change left to read refuses, so within a check every process refuses
+   * alike. It notices a lease table shrunk under the processes that count in it, and reports the
+   * damaged lease counters found since the last check (the registry logs what this throws).
+   */
   watch (check: (refresh: () => void) => void): void {
     this.#watcher = setInterval(() => check(() => this.#refresh()), this.#checkIntervalMs).unref()
   }
 
   #refresh (): void {
-    const dataVersion = this.#guard(() => this.#statements.dataVersion.get() as number)
-    if (dataVersion !== this.#dataVersion) this.#revision = Number.NaN
-    this.#dataVersion = dataVersion
+    this.#revision = Number.NaN
     if (!this.#leases.intact) throw new Error(LEASE_TABLE_SHRUNK)
+    if (this.#damaged.length === 0) return
+    const damaged = this.#damaged.splice(0)
+    throw new Error(`the lease table beside the store held damaged counters: ${damaged.join('; ')}`)
   }
 
   /** Leaves the store. The last process out removes the lease table. A store that fails keeps
@@ -274,7 +303,6 @@ export class SqliteStore implements RegionStore {
 function prepare (db: Database) {
   const statement = (sql: string): Statement => db.prepare(sql)
   return {
-    dataVersion: statement('PRAGMA data_version').pluck(),
     regions: statement('SELECT id, name, key, offset, byte_size, object, unregister_pending, slot FROM regions'),
     regionSlots: statement('SELECT slot FROM regions').pluck(),
     addRegion: statement('INSERT INTO regions (name, key, offset, byte_size, object, slot) VALUES (?, ?, ?, ?, ?, ?)'),

@@ -13,7 +13,7 @@ import { bounded } from './sync'
 
 const PEER = path.join(__dirname, '..', 'fixtures', 'shared-registry-peer.ts')
 
-export interface Reply { result?: unknown, error?: string, kind?: string }
+export interface Reply { result?: unknown, error?: string, kind?: string, code?: string }
 
 export interface RegistryPeer {
   pid: number
