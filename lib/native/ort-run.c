@@ -3,9 +3,6 @@
  * storage, is an ORT value over the caller's own bytes; an output ORT allocates is handed back as an
  * ArrayBuffer over ORT's memory, released with it.
  */
-#define NAPI_VERSION 8
-#include <node_api.h>
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,7 +224,7 @@ static void forget_handle(napi_env env, void *data, void *hint) {
 
 napi_value ort_start_run(napi_env env, napi_callback_info info) {
   napi_value args[7], arguments, handle, promise, name;
-  if (!ort_get_args(env, info, 7, args)) return NULL;
+  if (!addon_get_args(env, info, 7, 0, args)) return NULL;
   ort_session *session = ort_unwrapped(env, args[0]);
   if (session == NULL) return NULL;
   if (session->released) return ort_throw(env, "the session was released");
@@ -262,7 +259,7 @@ napi_value ort_start_run(napi_env env, napi_callback_info info) {
 napi_value ort_terminate_run(napi_env env, napi_callback_info info) {
   napi_value args[1];
   void *data = NULL;
-  if (!ort_get_args(env, info, 1, args)) return NULL;
+  if (!addon_get_args(env, info, 1, 0, args)) return NULL;
   /* An ended run's handle carries nothing any more: then there is nothing to stop. */
   if (napi_unwrap(env, args[0], &data) == napi_ok && data != NULL) {
     ort_run *run = data;

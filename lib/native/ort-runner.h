@@ -5,8 +5,7 @@
 #ifndef FASTIFY_TRITON_SHM_ORT_RUNNER_H
 #define FASTIFY_TRITON_SHM_ORT_RUNNER_H
 
-#define NAPI_VERSION 8
-#include <node_api.h>
+#include "napi-util.h"
 
 #include "ort-api.h"
 
@@ -33,7 +32,6 @@ typedef struct ort_session {
 napi_value ort_throw(napi_env env, const char *message);
 /* Throws ORT's message for a failed call; returns whether the call succeeded. */
 int ort_ok(napi_env env, const OrtApi *api, OrtStatus *status);
-int ort_get_args(napi_env env, napi_callback_info info, size_t expected, napi_value *args);
 /* The struct a handle of this addon wraps; throws and returns NULL for anything else. */
 void *ort_unwrapped(napi_env env, napi_value value);
 /* Ends the ORT session once released and without runs; frees the struct once collected too. */

@@ -20,9 +20,6 @@
  * inputs and writes those outputs in place. The run itself happens on a libuv worker thread
  * (Node-API async work); the caller keeps the memory valid until the promise settles.
  */
-#define NAPI_VERSION 8
-#include <node_api.h>
-
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +27,7 @@
 #include "ort-runner.h"
 
 napi_value ort_throw(napi_env env, const char *message) {
-  napi_value text, error, code;
-  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &text);
-  napi_create_error(env, NULL, text, &error);
-  napi_create_string_utf8(env, "ERR_ORT", NAPI_AUTO_LENGTH, &code);
-  napi_set_named_property(env, error, "code", code);
-  napi_throw(env, error);
-  return NULL;
+  return addon_throw(env, "ERR_ORT", NULL, 0, message);
 }
 
 int ort_ok(napi_env env, const OrtApi *api, OrtStatus *status) {
@@ -44,15 +35,6 @@ int ort_ok(napi_env env, const OrtApi *api, OrtStatus *status) {
   ort_throw(env, api->GetErrorMessage(status));
   api->ReleaseStatus(status);
   return 0;
-}
-
-int ort_get_args(napi_env env, napi_callback_info info, size_t expected, napi_value *args) {
-  size_t count = expected;
-  if (napi_get_cb_info(env, info, &count, args, NULL, NULL) != napi_ok || count < expected) {
-    ort_throw(env, "missing arguments");
-    return 0;
-  }
-  return 1;
 }
 
 void *ort_unwrapped(napi_env env, napi_value value) {
@@ -101,7 +83,7 @@ static napi_value load_runtime(napi_env env, napi_callback_info info) {
   char path[4096];
   size_t length = 0;
   const char *version = NULL;
-  if (!ort_get_args(env, info, 1, args)) return NULL;
+  if (!addon_get_args(env, info, 1, 0, args)) return NULL;
   if (napi_get_value_string_utf8(env, args[0], path, sizeof(path), &length) != napi_ok || length == 0 ||
       length >= sizeof(path) - 1 || strlen(path) != length) {
     return ort_throw(env, "the library path must be a string without NUL bytes, shorter than 4095 bytes");
@@ -371,7 +353,7 @@ static napi_value session_handle(napi_env env, ort_session *session) {
 
 static napi_value new_session(napi_env env, napi_callback_info info) {
   napi_value args[3], promise, name;
-  if (!ort_get_args(env, info, 3, args)) return NULL;
+  if (!addon_get_args(env, info, 3, 0, args)) return NULL;
   ort_runtime *runtime = ort_unwrapped(env, args[0]);
   if (runtime == NULL) return NULL;
   ort_load *load = calloc(1, sizeof(ort_load));
@@ -399,7 +381,7 @@ static napi_value new_session(napi_env env, napi_callback_info info) {
 
 static napi_value release(napi_env env, napi_callback_info info) {
   napi_value args[1];
-  if (!ort_get_args(env, info, 1, args)) return NULL;
+  if (!addon_get_args(env, info, 1, 0, args)) return NULL;
   ort_session *session = ort_unwrapped(env, args[0]);
   if (session == NULL) return NULL;
   session->released = 1;

@@ -11,7 +11,7 @@
  *
  * and peer_may_open_read_write, the rule map() applies when it is given a peer.
  *
- * Errors are thrown as shm.c throws them: `syscall` and `errno`, or a `code` (ERR_INVALID_ARG).
+ * Errors are thrown in the addon's one shape (napi-util.h): `syscall` and `errno`, or a `code`.
  */
 #include "peer.h"
 
@@ -40,46 +40,10 @@
 /* The largest user database entry read (getpwuid_r's buffer grows up to it). */
 #define PASSWD_BUFFER_MAX (1 << 20)
 
-/* These three are shm.c's; they move to one napi-util.h with the addon's init. */
-static napi_value throw_error(napi_env env, const char *code, const char *syscall, int error_number,
-                              const char *message) {
-  napi_value text, error, value;
-  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &text);
-  napi_create_error(env, NULL, text, &error);
-  if (code != NULL) {
-    napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &value);
-    napi_set_named_property(env, error, "code", value);
-  }
-  if (syscall != NULL) {
-    napi_create_string_utf8(env, syscall, NAPI_AUTO_LENGTH, &value);
-    napi_set_named_property(env, error, "syscall", value);
-    napi_create_int32(env, error_number, &value);
-    napi_set_named_property(env, error, "errno", value);
-  }
-  napi_throw(env, error);
-  return NULL;
-}
-
-static napi_value throw_errno(napi_env env, const char *syscall, int error_number) {
-  return throw_error(env, NULL, syscall, error_number, "peer lookup system call failed");
-}
-
-static napi_value throw_invalid(napi_env env, const char *message) {
-  return throw_error(env, "ERR_INVALID_ARG", NULL, 0, message);
-}
-
 /* Throws ERR_INVALID_ARG with `message`; returns 0, for the readers of arguments below. */
 static int refuse(napi_env env, const char *message) {
-  throw_invalid(env, message);
+  addon_throw_invalid(env, message);
   return 0;
-}
-
-static int get_args(napi_env env, napi_callback_info info, size_t expected, napi_value *args) {
-  size_t count = expected;
-  if (napi_get_cb_info(env, info, &count, args, NULL, NULL) != napi_ok || count < expected) {
-    return refuse(env, "missing arguments");
-  }
-  return 1;
 }
 
 /* A JavaScript number that is an integer in [low, high]. */
@@ -274,17 +238,17 @@ static napi_value set_number(napi_env env, napi_value object, const char *name, 
 static napi_value tcp_peer(napi_env env, napi_callback_info info) {
   napi_value args[4], result;
   endpoint local, remote;
-  if (!get_args(env, info, 4, args) || !get_address(env, args[0], &local) || !get_port(env, args[1], &local) ||
+  if (!addon_get_args(env, info, 4, 0, args) || !get_address(env, args[0], &local) || !get_port(env, args[1], &local) ||
       !get_address(env, args[2], &remote) || !get_port(env, args[3], &remote)) {
     return NULL;
   }
-  if (local.family != remote.family) return throw_invalid(env, "the local and remote addresses must be of one family");
+  if (local.family != remote.family) return addon_throw_invalid(env, "the local and remote addresses must be of one family");
   diag_request request;
   socket_owner owner = {0};
   const char *failed_call = NULL;
   client_socket_request(&local, &remote, &request);
   int error_number = ask_kernel(&request, &owner, &failed_call);
-  if (error_number != 0) return throw_errno(env, failed_call, error_number);
+  if (error_number != 0) return addon_throw_errno(env, failed_call, error_number);
   if (!owner.found) return NULL;
   napi_create_object(env, &result);
   set_number(env, result, "uid", owner.uid);
@@ -296,16 +260,16 @@ static napi_value tcp_peer(napi_env env, napi_callback_info info) {
 static napi_value unix_peer(napi_env env, napi_callback_info info) {
   napi_value args[1], result;
   double number;
-  if (!get_args(env, info, 1, args)) return NULL;
-  if (!get_integer(env, args[0], 0, INT_MAX, &number)) return throw_invalid(env, "fd must be an integer from 0");
+  if (!addon_get_args(env, info, 1, 0, args)) return NULL;
+  if (!get_integer(env, args[0], 0, INT_MAX, &number)) return addon_throw_invalid(env, "fd must be an integer from 0");
   int fd = (int)number, domain = 0;
   socklen_t length = sizeof domain;
-  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0) return throw_errno(env, "getsockopt", errno);
+  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0) return addon_throw_errno(env, "getsockopt", errno);
   /* Another kind of socket has no credentials of its peer: its SO_PEERCRED reads as "nobody". */
-  if (domain != AF_UNIX) return throw_invalid(env, "fd must be a Unix domain socket");
+  if (domain != AF_UNIX) return addon_throw_invalid(env, "fd must be a Unix domain socket");
   struct ucred credentials;
   length = sizeof credentials;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return throw_errno(env, "getsockopt", errno);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return addon_throw_errno(env, "getsockopt", errno);
   /* An unconnected socket has no peer: the kernel answers uid (uid_t)-1. */
   if (credentials.uid == (uid_t)-1) return NULL;
   napi_create_object(env, &result);
@@ -369,19 +333,19 @@ static napi_value groups_array(napi_env env, const gid_t *groups, int count) {
 static napi_value user_groups(napi_env env, napi_callback_info info) {
   napi_value args[1], result = NULL;
   uint32_t uid;
-  if (!get_args(env, info, 1, args) || !get_id(env, args[0], &uid)) return NULL;
+  if (!addon_get_args(env, info, 1, 0, args) || !get_id(env, args[0], &uid)) return NULL;
   struct passwd entry, *found = NULL;
   char *buffer = NULL;
   gid_t *groups = NULL;
   int count = 0;
   int error_number = user_entry(uid, &entry, &found, &buffer);
   if (error_number != 0) {
-    throw_errno(env, "getpwuid_r", error_number);
+    addon_throw_errno(env, "getpwuid_r", error_number);
   } else if (found == NULL) {
     /* No entry, so no primary group either: the peer is judged as its uid alone. */
     napi_create_array(env, &result);
   } else if ((error_number = group_list(&entry, &groups, &count)) != 0) {
-    throw_errno(env, "getgrouplist", error_number);
+    addon_throw_errno(env, "getgrouplist", error_number);
   } else {
     result = groups_array(env, groups, count);
   }
@@ -411,7 +375,7 @@ int peer_identity_get(napi_env env, napi_value value, peer_identity *peer) {
   if (!is_array || count > GROUPS_MAX) return refuse(env, "a peer's gids must be an array of at most 65537 gids");
   peer->gids = count == 0 ? NULL : malloc(count * sizeof(uint32_t));
   if (count != 0 && peer->gids == NULL) {
-    throw_errno(env, "malloc", ENOMEM);
+    addon_throw_errno(env, "malloc", ENOMEM);
     return 0;
   }
   for (peer->gid_count = 0; peer->gid_count < count; peer->gid_count++) {

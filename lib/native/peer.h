@@ -6,8 +6,7 @@
 #ifndef FASTIFY_TRITON_SHM_PEER_H
 #define FASTIFY_TRITON_SHM_PEER_H
 
-#define NAPI_VERSION 8
-#include <node_api.h>
+#include "napi-util.h"
 
 #include <stdint.h>
 #include <sys/stat.h>

@@ -22,14 +22,11 @@
  *   create(key, byteSize)      -> makes a new object (O_CREAT | O_EXCL, mode 0600) of that size
  *   unlink(key)                -> removes an object's name
  *
- * The ONNX runner's functions (ort-session.c, ort-run.c) and the peer lookups (peer.c) are defined
- * on the same exports.
- *
- * Errors thrown here carry `syscall` and `errno` (the C value), or a `code` of our own for checks
- * that are not system calls; lib/posix-shm.ts turns them into typed errors.
+ * Defined on the addon's exports by shm_init (addon.c). Errors thrown here carry `syscall` and
+ * `errno` (the C value), or a `code` of our own for checks that are not system calls
+ * (napi-util.h); lib/addon/addon-errors.ts turns them into typed errors.
  */
-#define NAPI_VERSION 8
-#include <node_api.h>
+#include "shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,54 +42,12 @@
 #include "fault-guard.h"
 #include "handles.h"
 #include "mapping.h"
-#include "ort-runner.h"
 #include "peer.h"
 
 /* Longest key accepted (bytes, without the terminating NUL); the kernel's NAME_MAX. */
 #define KEY_MAX 255
 /* Largest integer a JavaScript number holds exactly. */
 #define SAFE_INTEGER_MAX 9007199254740991.0
-
-static napi_value throw_error(napi_env env, const char *code, const char *syscall, int error_number,
-                              const char *message) {
-  napi_value text, error, value;
-  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &text);
-  napi_create_error(env, NULL, text, &error);
-  if (code != NULL) {
-    napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &value);
-    napi_set_named_property(env, error, "code", value);
-  }
-  if (syscall != NULL) {
-    napi_create_string_utf8(env, syscall, NAPI_AUTO_LENGTH, &value);
-    napi_set_named_property(env, error, "syscall", value);
-    napi_create_int32(env, error_number, &value);
-    napi_set_named_property(env, error, "errno", value);
-  }
-  napi_throw(env, error);
-  return NULL;
-}
-
-static napi_value throw_errno(napi_env env, const char *syscall, int error_number) {
-  return throw_error(env, NULL, syscall, error_number, "shared memory system call failed");
-}
-
-static napi_value throw_invalid(napi_env env, const char *message) {
-  return throw_error(env, "ERR_INVALID_ARG", NULL, 0, message);
-}
-
-/* Reads `expected` arguments and up to `optional` more (undefined when not given). */
-static int get_args_optional(napi_env env, napi_callback_info info, size_t expected, size_t optional, napi_value *args) {
-  size_t count = expected + optional;
-  if (napi_get_cb_info(env, info, &count, args, NULL, NULL) != napi_ok || count < expected) {
-    throw_invalid(env, "missing arguments");
-    return 0;
-  }
-  return 1;
-}
-
-static int get_args(napi_env env, napi_callback_info info, size_t expected, napi_value *args) {
-  return get_args_optional(env, info, expected, 0, args);
-}
 
 /* Copies a string of at most `max_length` bytes into `text` (room for max_length + TEXT_SLACK).
  * Refuses strings that are too long or hold a NUL byte: C would cut them short and open a
@@ -103,11 +58,11 @@ static int get_args(napi_env env, napi_callback_info info, size_t expected, napi
 static int get_text(napi_env env, napi_value value, char *text, size_t max_length) {
   size_t copied = 0;
   if (napi_get_value_string_utf8(env, value, text, max_length + TEXT_SLACK, &copied) != napi_ok) {
-    throw_invalid(env, "key or path must be a string");
+    addon_throw_invalid(env, "key or path must be a string");
     return 0;
   }
   if (copied > max_length || strlen(text) != copied) {
-    throw_invalid(env, "key or path is too long or holds a NUL byte");
+    addon_throw_invalid(env, "key or path is too long or holds a NUL byte");
     return 0;
   }
   return 1;
@@ -121,7 +76,7 @@ static int get_size(napi_env env, napi_value value, uint64_t *size) {
   double number = -1;
   napi_get_value_double(env, value, &number);
   if (!(number >= 0 && number <= SAFE_INTEGER_MAX && floor(number) == number)) {
-    throw_invalid(env, "offset and byte size must be safe unsigned integers");
+    addon_throw_invalid(env, "offset and byte size must be safe unsigned integers");
     return 0;
   }
   *size = (uint64_t)number;
@@ -195,8 +150,8 @@ static void finalize_window(napi_env env, void *data, void *hint) {
 
 static napi_value fail_closing(napi_env env, int fd, const char *code, const char *syscall, int error_number) {
   close(fd);
-  if (code != NULL) return throw_error(env, code, NULL, 0, code);
-  return throw_errno(env, syscall, error_number);
+  if (code != NULL) return addon_throw(env, code, NULL, 0, code);
+  return addon_throw_errno(env, syscall, error_number);
 }
 
 /* Maps [offset, offset + byte_size) of an open object, taking ownership of `fd` (closed on
@@ -243,7 +198,7 @@ static napi_value map_open_object(napi_env env, int fd, uint64_t offset, uint64_
   if (handle_add(handles_of(env), map, &handle) != 0) {
     release_mapping(map);
     free(map);
-    return throw_errno(env, "malloc", ENOMEM);
+    return addon_throw_errno(env, "malloc", ENOMEM);
   }
   napi_value value;
   napi_create_double(env, handle, &value);
@@ -255,12 +210,12 @@ static napi_value map_object(napi_env env, napi_callback_info info) {
   char key[KEY_MAX + TEXT_SLACK];
   uint64_t offset, byte_size;
   peer_identity peer;
-  if (!get_args_optional(env, info, 3, 1, args) || !get_key(env, args[0], key) ||
+  if (!addon_get_args(env, info, 3, 1, args) || !get_key(env, args[0], key) ||
       !get_size(env, args[1], &offset) || !get_size(env, args[2], &byte_size) || !peer_identity_get(env, args[3], &peer)) {
     return NULL;
   }
   int fd = shm_open(key, O_RDWR, 0);
-  napi_value result = fd < 0 ? throw_errno(env, "shm_open", errno)
+  napi_value result = fd < 0 ? addon_throw_errno(env, "shm_open", errno)
                              : map_open_object(env, fd, offset, byte_size, peer.given ? &peer : NULL);
   peer_identity_free(&peer);
   return result;
@@ -272,11 +227,11 @@ static napi_value map_file(napi_env env, napi_callback_info info) {
   napi_value args[2];
   char path[PATH_MAX + TEXT_SLACK];
   uint64_t byte_size;
-  if (!get_args(env, info, 2, args) || !get_text(env, args[0], path, PATH_MAX - 1) || !get_size(env, args[1], &byte_size)) {
+  if (!addon_get_args(env, info, 2, 0, args) || !get_text(env, args[0], path, PATH_MAX - 1) || !get_size(env, args[1], &byte_size)) {
     return NULL;
   }
   int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return throw_errno(env, "open", errno);
+  if (fd < 0) return addon_throw_errno(env, "open", errno);
   return map_open_object(env, fd, 0, byte_size, NULL);
 }
 
@@ -302,7 +257,7 @@ static int mapping_of(napi_env env, napi_value value, mapping **map) {
   if (is_buffer) napi_is_detached_arraybuffer(env, value, &detached);
   if (detached) return 1;
   if (!is_buffer || napi_unwrap(env, value, &wrapped) != napi_ok || wrapped == NULL) {
-    throw_invalid(env, "expected a mapping or a window returned by this addon");
+    addon_throw_invalid(env, "expected a mapping or a window returned by this addon");
     return 0;
   }
   *map = ((window *)wrapped)->map;
@@ -314,20 +269,20 @@ static int mapping_of(napi_env env, napi_value value, mapping **map) {
  * window; the wrap's reference is the weak one unmap detaches it through. */
 static napi_value new_window(napi_env env, mapping *map, uint64_t offset, uint64_t byte_size) {
   window *w = calloc(1, sizeof(window));
-  if (w == NULL) return throw_errno(env, "malloc", ENOMEM);
+  if (w == NULL) return addon_throw_errno(env, "malloc", ENOMEM);
   w->map = map;
   map->references++;
   link_window(w);
   napi_value buffer;
   if (napi_create_external_arraybuffer(env, map->start + offset, (size_t)byte_size, NULL, NULL, &buffer) != napi_ok) {
     discard_window(w);
-    return throw_errno(env, "napi_create_external_arraybuffer", ENOMEM);
+    return addon_throw_errno(env, "napi_create_external_arraybuffer", ENOMEM);
   }
   if (napi_wrap(env, buffer, w, finalize_window, NULL, &w->buffer) != napi_ok) {
     /* A window unmap could not find must never point at the pages. */
     napi_detach_arraybuffer(env, buffer);
     discard_window(w);
-    return throw_errno(env, "napi_wrap", ENOMEM);
+    return addon_throw_errno(env, "napi_wrap", ENOMEM);
   }
   return buffer;
 }
@@ -336,13 +291,13 @@ static napi_value window_object(napi_env env, napi_callback_info info) {
   napi_value args[3];
   mapping *map;
   uint64_t offset, byte_size;
-  if (!get_args(env, info, 3, args) || !mapping_of(env, args[0], &map) ||
+  if (!addon_get_args(env, info, 3, 0, args) || !mapping_of(env, args[0], &map) ||
       !get_size(env, args[1], &offset) || !get_size(env, args[2], &byte_size)) {
     return NULL;
   }
-  if (map == NULL || !map->mapped) return throw_error(env, "ERR_SHM_UNMAPPED", NULL, 0, "ERR_SHM_UNMAPPED");
+  if (map == NULL || !map->mapped) return addon_throw(env, "ERR_SHM_UNMAPPED", NULL, 0, "ERR_SHM_UNMAPPED");
   if (offset > map->byte_size || byte_size > map->byte_size - offset) {
-    return throw_error(env, "ERR_SHM_OUT_OF_BOUNDS", NULL, 0, "ERR_SHM_OUT_OF_BOUNDS");
+    return addon_throw(env, "ERR_SHM_OUT_OF_BOUNDS", NULL, 0, "ERR_SHM_OUT_OF_BOUNDS");
   }
   return new_window(env, map, offset, byte_size);
 }
@@ -361,8 +316,8 @@ static napi_value identity_object(napi_env env, napi_callback_info info) {
   napi_value args[1], identity;
   mapping *map;
   char text[48];
-  if (!get_args(env, info, 1, args) || !mapping_of(env, args[0], &map)) return NULL;
-  if (map == NULL || !map->mapped) return throw_error(env, "ERR_SHM_UNMAPPED", NULL, 0, "ERR_SHM_UNMAPPED");
+  if (!addon_get_args(env, info, 1, 0, args) || !mapping_of(env, args[0], &map)) return NULL;
+  if (map == NULL || !map->mapped) return addon_throw(env, "ERR_SHM_UNMAPPED", NULL, 0, "ERR_SHM_UNMAPPED");
   char *end = text + sizeof(text);
   char *start = decimal_before(end, map->inode);
   *--start = ':';
@@ -399,10 +354,10 @@ static void release_handle(napi_env env, napi_value value) {
 static napi_value unmap_object(napi_env env, napi_callback_info info) {
   napi_value args[1];
   mapping *map;
-  if (!get_args(env, info, 1, args) || !mapping_of(env, args[0], &map)) return NULL;
+  if (!addon_get_args(env, info, 1, 0, args) || !mapping_of(env, args[0], &map)) return NULL;
   bool unmapped = map != NULL && map->mapped;
   /* Detach before munmap; a window that cannot be detached keeps the pages mapped, and its handle. */
-  if (unmapped && !detach_windows(env, map)) return throw_invalid(env, "a window cannot be detached");
+  if (unmapped && !detach_windows(env, map)) return addon_throw_invalid(env, "a window cannot be detached");
   if (unmapped) release_mapping(map);
   release_handle(env, args[0]);
   return boolean(env, unmapped);
@@ -410,7 +365,7 @@ static napi_value unmap_object(napi_env env, napi_callback_info info) {
 
 static napi_value release_object(napi_env env, napi_callback_info info) {
   napi_value args[1];
-  if (!get_args(env, info, 1, args)) return NULL;
+  if (!addon_get_args(env, info, 1, 0, args)) return NULL;
   release_handle(env, args[0]);
   return NULL;
 }
@@ -419,7 +374,7 @@ static napi_value intact_object(napi_env env, napi_callback_info info) {
   napi_value args[1];
   mapping *map;
   struct stat object;
-  if (!get_args(env, info, 1, args) || !mapping_of(env, args[0], &map)) return NULL;
+  if (!addon_get_args(env, info, 1, 0, args) || !mapping_of(env, args[0], &map)) return NULL;
   if (map == NULL || !map->mapped || map->poisoned) return boolean(env, false);
   return boolean(env, fstat(map->fd, &object) == 0 && (uint64_t)object.st_size >= map->end);
 }
@@ -428,17 +383,17 @@ static napi_value create_object(napi_env env, napi_callback_info info) {
   napi_value args[2];
   char key[KEY_MAX + TEXT_SLACK];
   uint64_t byte_size;
-  if (!get_args(env, info, 2, args) || !get_key(env, args[0], key) ||
+  if (!addon_get_args(env, info, 2, 0, args) || !get_key(env, args[0], key) ||
       !get_size(env, args[1], &byte_size)) {
     return NULL;
   }
   int fd = shm_open(key, O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return throw_errno(env, "shm_open", errno);
+  if (fd < 0) return addon_throw_errno(env, "shm_open", errno);
   if (ftruncate(fd, (off_t)byte_size) != 0) {
     int error_number = errno;
     shm_unlink(key);
     close(fd);
-    return throw_errno(env, "ftruncate", error_number);
+    return addon_throw_errno(env, "ftruncate", error_number);
   }
   close(fd);
   return NULL;
@@ -447,12 +402,12 @@ static napi_value create_object(napi_env env, napi_callback_info info) {
 static napi_value unlink_object(napi_env env, napi_callback_info info) {
   napi_value args[1];
   char key[KEY_MAX + TEXT_SLACK];
-  if (!get_args(env, info, 1, args) || !get_key(env, args[0], key)) return NULL;
-  if (shm_unlink(key) != 0) return throw_errno(env, "shm_unlink", errno);
+  if (!addon_get_args(env, info, 1, 0, args) || !get_key(env, args[0], key)) return NULL;
+  if (shm_unlink(key) != 0) return addon_throw_errno(env, "shm_unlink", errno);
   return NULL;
 }
 
-static napi_value init(napi_env env, napi_value exports) {
+int shm_init(napi_env env, napi_value exports) {
   napi_property_descriptor functions[] = {
       {"map", NULL, map_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"mapFile", NULL, map_file, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -467,13 +422,9 @@ static napi_value init(napi_env env, napi_value exports) {
   handle_table *handles = handle_table_new();
   if (handles == NULL || napi_set_instance_data(env, handles, finalize_handles, NULL) != napi_ok) {
     if (handles != NULL) handle_table_free(handles, drop_reference);
-    throw_errno(env, "malloc", ENOMEM);
-    return NULL;
+    addon_throw_errno(env, "malloc", ENOMEM);
+    return 0;
   }
   napi_define_properties(env, exports, sizeof(functions) / sizeof(functions[0]), functions);
-  ort_runner_init(env, exports);
-  peer_init(env, exports);
-  return exports;
+  return 1;
 }
-
-NAPI_MODULE(NODE_GYP_MODULE_NAME, init)
