@@ -44,8 +44,9 @@ t.test('register, infer through shared memory, status and unregister over gRPC',
     outputs: [{ name: 'OUTPUT0', parameters: { ...shm('alpha', 0), binary_data: false } }, { name: 'OUTPUT1', parameters: { ...shm('alpha', 64), weight: 0.5 } }]
   })
   t.same(response, {
-    model_name: 'simple',
     id: 'x1',
+    model_name: 'simple',
+    model_version: '1',
     outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [1, 16] }, { name: 'OUTPUT1', datatype: 'INT32', shape: [1, 16] }]
   })
   t.same(Array.from(new Int32Array(region.bytes.buffer, 128, 16)), [...Array(16).keys()].map((value) => value + 2), 'OUTPUT0 in shared memory')

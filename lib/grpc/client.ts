@@ -80,8 +80,9 @@ export class GrpcKServeClient {
       outputs: (request.outputs ?? []).map(({ name, parameters }) => ({ name, parameters: inferParameters(parameters) }))
     })
     return {
-      model_name: response.model_name,
       ...(response.id !== '' && { id: response.id }),
+      model_name: response.model_name,
+      ...(response.model_version !== '' && { model_version: response.model_version }),
       outputs: response.outputs.map(({ name, datatype, shape }) => ({ name, datatype: datatype as InferResponseWire['outputs'][number]['datatype'], shape: shape.map(Number) }))
     }
   }
