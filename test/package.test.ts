@@ -75,6 +75,8 @@ t.test('the tarball carries the addon source, the build and a prebuild per platf
   const contents = run('tar', ['-tzf', tarball], packDirectory).split('\n').filter(Boolean)
   t.ok(contents.includes('package/lib/native/shm.c') && contents.includes('package/binding.gyp'), 'ships the addon source')
   t.ok(contents.includes('package/docs/openapi.yaml'), 'ships the OpenAPI document the README links to')
+  t.ok(contents.includes('package/docs/errors.md') && !contents.includes('package/docs/swagger-ui.png'),
+    'ships the docs pages the README links to, not the screenshot')
   t.ok(contents.includes('package/proto/grpc_service.proto'), 'ships the gRPC protocol it serves')
   t.ok(['index.js', 'index.d.ts', 'index.mjs', 'index.d.mts'].every((file) => contents.includes(`package/dist/lib/${file}`)),
     'ships the build, CommonJS and its ESM entry')
