@@ -14,32 +14,19 @@ import t, { type Test } from 'tap'
 import type { PeerIdentity } from '../types'
 import { peerOfAddresses, peerOfSocket, tcpPeer, unixPeer, UserGroupCache, userGroups } from '../lib/addon/peer-identity'
 import { nativeAddon } from '../lib/addon/native-addon'
-import { MappedRange, PosixShmError } from '../lib/addon/posix-shm'
+import { MappedRange } from '../lib/addon/posix-shm'
 import { cannotCheckHere } from './helpers/ci'
 import { type LocalUser, lookUpUser, peerUser } from './helpers/local-user'
 import { fdsOf } from './helpers/observe'
 import {
   acceptingServer, endsOf, noIpv6Loopback, noNetworkNamespaces, otherNamespace, sharedScratch, startClient, writeClientScript
 } from './helpers/peer-clients'
-import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE } from './helpers/shm'
+import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, throwsShm } from './helpers/shm'
 import { bounded } from './helpers/sync'
 
 const run = promisify(execFile)
 const isRoot = process.getuid?.() === 0
 const thisUser = lookUpUser(execFileSync('id', ['-un'], { encoding: 'utf8' }).trim()) as LocalUser
-
-/** Runs `operation`, which must throw a PosixShmError with this code (and syscall, if any). */
-function throwsCode (t: Test, operation: () => unknown, code: string, label: string, syscall?: string) {
-  let thrown: unknown
-  try {
-    operation()
-  } catch (error) {
-    thrown = error
-  }
-  t.type(thrown, PosixShmError, `${label}: throws a PosixShmError`)
-  t.equal((thrown as PosixShmError)?.code, code, `${label}: ${code}`)
-  t.equal((thrown as PosixShmError)?.syscall, syscall, `${label}: syscall`)
-}
 
 const identityOf = (user: LocalUser): PeerIdentity => ({ uid: user.uid, gids: user.gids })
 
@@ -245,7 +232,7 @@ function mapsOrIsDenied (t: Test, key: string, peer: PeerIdentity, allowed: bool
     t.ok(range.unmap())
     return
   }
-  throwsCode(t, () => new MappedRange(key, 0, PAGE_SIZE, peer), 'ERR_SHM_PEER_DENIED', `${label}: refused`)
+  throwsShm(t, () => new MappedRange(key, 0, PAGE_SIZE, peer), 'ERR_SHM_PEER_DENIED', undefined, `${label}: refused`)
   t.equal(fdsOf(key), 0, `${label}: no descriptor left on the object`)
   t.equal(openFdCount(), fds, `${label}: no descriptor left at all`)
   t.same(mappingsOf(key), [], `${label}: nothing mapped`)
@@ -326,7 +313,7 @@ t.test('invalid arguments are refused with ERR_INVALID_ARG, never a crash', asyn
   const tcpFd = (await accepted as unknown as { _handle: { fd: number } })._handle.fd
   const fds = openFdCount()
   const ends = { localAddress: '127.0.0.1', localPort: 8000, remoteAddress: '127.0.0.1', remotePort: 40000 }
-  const invalid = (operation: () => unknown, label: string) => throwsCode(t, operation, 'ERR_INVALID_ARG', label)
+  const invalid = (operation: () => unknown, label: string) => throwsShm(t, operation, 'ERR_INVALID_ARG', undefined, label)
   const longestIpv6 = 'ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255' // 45 characters: INET6_ADDRSTRLEN - 1
   t.equal(tcpPeer({ ...ends, remoteAddress: longestIpv6, localAddress: '::1' }), undefined, 'the longest address is read')
   const addresses: unknown[] = [
@@ -352,11 +339,11 @@ t.test('invalid arguments are refused with ERR_INVALID_ARG, never a crash', asyn
   for (const fd of [-1, 1.5, Number.NaN, 2 ** 31, '3', null, undefined]) invalid(() => unixPeer(fd as number), `fd ${String(fd)}`)
   const file = openSync(__filename, 'r')
   try {
-    throwsCode(t, () => unixPeer(file), 'ENOTSOCK', 'an fd that is no socket', 'getsockopt')
+    throwsShm(t, () => unixPeer(file), 'ENOTSOCK', 'getsockopt', 'an fd that is no socket')
   } finally {
     closeSync(file)
   }
-  throwsCode(t, () => unixPeer(2 ** 31 - 1), 'EBADF', 'an fd that is not open', 'getsockopt')
+  throwsShm(t, () => unixPeer(2 ** 31 - 1), 'EBADF', 'getsockopt', 'an fd that is not open')
   invalid(() => unixPeer(tcpFd), 'a TCP socket is not a Unix domain socket')
 
   for (const uid of [-1, 2 ** 32 - 1, 2 ** 32, 1.5, Number.NaN, '0', null, undefined]) {

@@ -10,8 +10,10 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { Worker } from 'node:worker_threads'
 import t, { type Test } from 'tap'
-import { createObject, isIntact, mapFile, mapObject, MappedRange, PosixShmError, unlinkObject, unmapObject } from '../lib/addon/posix-shm'
-import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, shmMappings, uniqueKey, unlinkOnTeardown, writeObjectFile } from './helpers/shm'
+import { createObject, isIntact, mapFile, mapObject, MappedRange, unlinkObject, unmapObject } from '../lib/addon/posix-shm'
+import {
+  makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, readObjectFile, shmMappings, throwsShm, uniqueKey, unlinkOnTeardown, writeObjectFile
+} from './helpers/shm'
 import { collectGarbage, fdsOf } from './helpers/observe'
 import { makeDirectory, makeFifo } from './helpers/special-objects'
 
@@ -23,22 +25,6 @@ function mapForTest (t: Test, key: string, offset: number, byteSize: number): Ar
   const buffer = mapObject(key, offset, byteSize)
   t.teardown(() => { unmapObject(buffer) })
   return buffer
-}
-
-/** Runs `operation`, which must throw a PosixShmError with this code (and syscall, if any). */
-function throwsShm (t: Test, operation: () => unknown, code: string, syscall?: string, label = code) {
-  let thrown: unknown
-  try {
-    operation()
-  } catch (error) {
-    thrown = error
-  }
-  t.type(thrown, PosixShmError, `${label}: throws a PosixShmError`)
-  const error = thrown as PosixShmError
-  t.equal(error?.name, 'PosixShmError', `${label}: name`)
-  t.equal(error?.code, code, `${label}: code`)
-  t.equal(error?.syscall, syscall, `${label}: syscall`)
-  t.equal(error?.message, syscall === undefined ? code : `${syscall} failed: ${code}`, `${label}: message`)
 }
 
 t.test('map at offset 0: exactly byteSize, and bytes are shared both ways with the object file', async (t) => {

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, openSync, readdirSync, readFileSync, readSync, rmSync, writeSync } from 'node:fs'
 import type { Test } from 'tap'
-import { createObject, unlinkObject } from '../../lib/addon/posix-shm'
+import { createObject, PosixShmError, unlinkObject } from '../../lib/addon/posix-shm'
 
 export const PAGE_SIZE = 4096
 
@@ -79,3 +79,19 @@ export const mappingsOf = (key: string): string[] =>
   shmMappings().filter((line) => line.endsWith(objectPath(key)) || line.endsWith(`${objectPath(key)} (deleted)`))
 
 export const openFdCount = (): number => readdirSync('/proc/self/fd').length
+
+/** Runs `operation`, which must throw a PosixShmError with this code (and syscall, if any). */
+export function throwsShm (t: Test, operation: () => unknown, code: string, syscall?: string, label = code) {
+  let thrown: unknown
+  try {
+    operation()
+  } catch (error) {
+    thrown = error
+  }
+  t.type(thrown, PosixShmError, `${label}: throws a PosixShmError`)
+  const error = thrown as PosixShmError
+  t.equal(error?.name, 'PosixShmError', `${label}: name`)
+  t.equal(error?.code, code, `${label}: code`)
+  t.equal(error?.syscall, syscall, `${label}: syscall`)
+  t.equal(error?.message, syscall === undefined ? code : `${syscall} failed: ${code}`, `${label}: message`)
+}
