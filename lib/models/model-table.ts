@@ -278,6 +278,7 @@ export class ModelTable {
     let infer: InferRequest | undefined
     let pending = true
     let running = false
+    let result: Result
     try {
       infer = call.read(model.signature, model.version)
       const read = performance.now()
@@ -290,9 +291,8 @@ export class ModelTable {
       await model.declaration.run(infer)
       const ran = performance.now()
       running = false
-      const result = call.respond(infer)
+      result = call.respond(infer)
       statistics.succeeded({ start, read, runStart, ran, end: performance.now() }, batchSizeOf(model, infer))
-      return result
     } catch (error) {
       statistics.failed(start, failureReason(error, infer?.signal, running), pending)
       throw error
@@ -303,5 +303,6 @@ export class ModelTable {
         drained()
       }
     }
+    return result
   }
 }
