@@ -254,3 +254,24 @@ t.test('the table\'s options are checked', async (t) => {
   t.throws(() => new ModelTable([], { colour: 'blue' } as never), { message: "fastify-triton-shm model table: unknown option 'colour'" })
   t.throws(() => new ModelTable([model('m', { load: 'no' as never })]), { code: 'ERR_SHM_INVALID_MODEL_DECLARATION', message: /'load' must be a function/ })
 })
+
+t.test('a request that finds another process\'s load waits for this process\'s hook', async (t) => {
+  const store = storePath(t)
+  const registries = [0, 1].map(() => new Registry({ sharedRegistry: { path: store, checkIntervalMs: 1000 } }))
+  t.teardown(() => registries.forEach((registry) => registry.close()))
+  const loaded = deferred()
+  const [asking, serving] = [model('m', { load () {} }), model('m', { load: () => loaded.promise })].map((declaration, index) => {
+    const table = new ModelTable([declaration], { repository: true })
+    table.serveWith(registries[index])
+    return table
+  })
+  asking.unload('m')
+  t.same(states(serving), ['m/1 UNAVAILABLE (unloaded)'])
+  await asking.load('m')
+  const infer = inferrer(t)
+  const answer = infer(serving, 'm')
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(states(serving), ['m/1 LOADING'], 'its request read the load, and waits')
+  loaded.resolve()
+  t.equal(await answer, 'ok')
+})

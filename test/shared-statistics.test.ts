@@ -4,7 +4,7 @@
  * slots, counts made before a table shares them, the latest requests' ring, Triton's failure
  * reasons, the bounds of the file, and what a table may share.
  */
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync, truncateSync, writeFileSync } from 'node:fs'
 import t, { type Test } from 'tap'
 import { InferRequest, type ModelDeclaration, ModelTable, Registry, TritonError } from '../lib/index'
 import { MemoryModelStore } from '../lib/store/model-store'
@@ -219,4 +219,26 @@ t.test('a table\'s own store: records, and the generation a load bumps', async (
   t.equal(store.version, 2)
   store.onCheck()
   t.pass('nobody else writes it: there is nothing to check')
+})
+
+t.test('a store damaged under the processes: requests are served from what was read last; writes fail', async (t) => {
+  const store = storePath(t)
+  const registry = new Registry({ sharedRegistry: { path: store, checkIntervalMs: 10 } })
+  t.teardown(() => registry.close())
+  const table = new ModelTable([model()], { repository: true })
+  table.serveWith(registry)
+  const infer = inferOf(registry, table)
+  t.equal(await infer(1), 'ok')
+  table.unload('m')
+  await table.load('m')
+  truncateSync(`${store}-wal`, 0)
+  // The store's next check has the records read again, from the damaged file.
+  let checked = 0
+  registry.modelStore().onCheck(() => { checked++ })
+  let wait: NodeJS.Timeout | undefined
+  await bounded(new Promise<void>((resolve) => { wait = setInterval(() => { if (checked >= 2) resolve() }, 5) }), 'two checks').finally(() => clearInterval(wait))
+  t.equal(await infer(1), 'ok', 'a request that needs no shared memory is served')
+  t.same(table.index(), [{ name: 'm', version: '1', state: 'READY' }])
+  t.equal(table.metricVersions()[0].totals().pending, 0, 'the gauge, of this process alone')
+  t.throws(() => table.unload('m'), { code: 'ERR_SHM_STORE_FAILED' }, 'a change cannot be made')
 })

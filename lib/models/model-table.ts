@@ -267,7 +267,9 @@ export class ModelTable {
    * releases them when the HTTP reply ends; any other transport calls `infer.release()`).
    */
   async infer<Result> (name: string, version: string | undefined, call: InferCall<Result>): Promise<Result> {
-    // A model loading in this process (its hook runs) is waited for, not refused.
+    // A model loading in this process (its hook runs, for a load here or one just read from the
+    // store) is waited for, not refused.
+    this.#repository.sync()
     const loading = this.#repository.loadingOf(name)
     if (loading !== undefined) await loading
     const model = this.#resolve(name, version)

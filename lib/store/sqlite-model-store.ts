@@ -95,11 +95,21 @@ export class SqliteModelStore implements ModelStore {
       cells = {
         own,
         all: () => table.blocks(slot),
-        live: () => table.blocks(slot, this.#context.read(() => this.#context.liveProcessSlots()))
+        live: () => table.blocks(slot, this.#liveProcessSlots())
       }
       this.#cells.set(key, cells)
     }
     return cells
+  }
+
+  /** The processes alive now; only this one if the store cannot say (its gauges are then this
+   * process's alone, not the stale ones of processes that may be dead). */
+  #liveProcessSlots (): number[] {
+    try {
+      return this.#context.read(() => this.#context.liveProcessSlots())
+    } catch {
+      return [this.#context.processSlot]
+    }
   }
 
   /** The version's slot: the one a process gave it first, or the lowest free one. */
@@ -116,8 +126,18 @@ export class SqliteModelStore implements ModelStore {
     })
   }
 
+  /** A store that cannot be read (damaged, busy past its timeout) leaves the records as they were
+   * read last, until the next change or check: requests that use no shared memory go on being
+   * served (the registry's own check logs what is wrong). */
   records (): ReadonlyMap<string, ModelRecord> {
-    if (this.#open && this.#context.revision() !== this.#revision) this.#context.read(() => this.#reread())
+    if (!this.#open) return this.#records
+    const revision = this.#context.revision()
+    if (revision === this.#revision) return this.#records
+    try {
+      this.#context.read(() => this.#reread())
+    } catch {
+      this.#revision = revision
+    }
     return this.#records
   }
 
