@@ -51,6 +51,8 @@ export interface ServerOptions {
   metricsPort?: number
   /** Triton's `summary_latencies`: the metrics' summaries (default false). */
   metricsSummaries?: boolean
+  /** With `sharedRegistry`, count statistics in this process only (default false: the whole service's). */
+  processStatistics?: boolean
   fastify?: FastifyServerOptions
 }
 
@@ -94,7 +96,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   const models = options.models ?? await loadModels()
   // One table: HTTP and gRPC serve the same models, and the model repository extension.
   const table = new ModelTable([...models.values()].map((model) => declarationOf(model, options.modelDelayMs ?? 0)),
-    { repository: true, log: app.log })
+    { repository: true, log: app.log, processStatistics: options.processStatistics ?? false })
   if (options.documentation === true) await registerDocumentation(app)
   await app.register(fastifyTritonShm, {
     ...(options.sharedRegistry !== undefined && { sharedRegistry: options.sharedRegistry }),
