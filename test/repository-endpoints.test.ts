@@ -7,8 +7,8 @@ import { loadSync } from '@grpc/proto-loader'
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import fastifyTritonShm, { kserveModels, type ModelDeclaration, ModelTable, type ModelTableOptions } from '../lib/index'
-import { GRPC_LOADER_OPTIONS, PROTO_PATH } from '../lib/grpc'
-import { grpcClient } from './helpers/grpc'
+import { GRPC_LOADER_OPTIONS, PROTO_PATH, repositoryHandlers } from '../lib/grpc'
+import { grpcClient, startServer } from './helpers/grpc'
 
 const tensor = (name: string) => ({ name, datatype: 'INT32' as const, shape: [2] })
 const calls: string[] = []
@@ -176,4 +176,11 @@ t.test('the .proto carries Triton\'s messages and field numbers', async (t) => {
   t.same(numbers('RepositoryModelUnloadRequest'), { repository_name: 1, model_name: 2, parameters: 3 })
   t.same(numbers('RepositoryModelLoadResponse'), {})
   t.same(numbers('RepositoryModelUnloadResponse'), {})
+})
+
+t.test('a host\'s own grpc-js server serves the RPCs with repositoryHandlers', async (t) => {
+  const table = new ModelTable(declarations(), { repository: true })
+  const client = grpcClient(t, await startServer(t, repositoryHandlers(table)))
+  t.same(await client.call('RepositoryModelUnload', { model_name: 'plain' }), {})
+  t.same((await client.call('RepositoryIndex', { ready: true })).models.map(({ name }: { name: string }) => name), ['hooked', 'hooked'])
 })

@@ -181,7 +181,7 @@ t.test('the route: its path, a prefix, or none; a host\'s own prom-client regist
   const register = new PromRegistry()
   const hosts = new Counter({ name: 'host_requests', help: 'The host\'s own', registers: [register] })
   hosts.inc(7)
-  const none = await service(t, { url: false, register, decorator: false })
+  const none = await service(t, { url: false, register, decorator: false, summaries: true })
   t.equal((await none.scrape()).status, 404, 'no route: the host serves the registry')
   const text = await register.metrics()
   t.match(text, /^host_requests 7$/m, 'the host\'s metrics')

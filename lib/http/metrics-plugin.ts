@@ -12,6 +12,7 @@ import { type TritonMetrics, tritonMetrics, type TritonMetricsOptions } from '..
 import { ModelTable } from '../models/model-table'
 import { describeOptionProblem, validatorOf } from '../util/options-validator'
 import { DEFAULT_DECORATOR } from './decorator'
+import { HIDDEN } from './shared-memory-schemas'
 
 export interface TritonMetricsPluginOptions extends Omit<TritonMetricsOptions, 'registry' | 'load'> {
   /** The scrape route's path; false serves none (the metrics are in `register` and
@@ -69,7 +70,7 @@ const plugin: FastifyPluginAsync<TritonMetricsPluginOptions & LogOptions> = asyn
   app.decorate('tritonMetrics', metrics)
   if (url === false) return
   await app.register(async (child: FastifyInstance) => {
-    child.get(url, { schema: { hide: true } }, async (_request, reply) => reply.type(metrics.contentType).send(await metrics.metrics()))
+    child.get(url, { schema: HIDDEN }, async (_request, reply) => reply.type(metrics.contentType).send(await metrics.metrics()))
   }, { prefix, logLevel, logSerializers })
 }
 
