@@ -6,6 +6,7 @@
  *
  *   lib/index.ts, lib/plugin*.ts       the entry and the plugin
  *   lib/http/, lib/grpc/               the faces: the only importers of fastify and grpc-js
+ *   lib/metrics/                       Triton's Prometheus metrics, read from the model table
  *   lib/onnxruntime/, lib/client/      the runner, the client
  *   lib/models/                        the model table
  *   lib/kserve/                        the request/response model
@@ -21,6 +22,7 @@
 const LAYERS = [
   ['entry', '^lib/(index\\.ts|index\\.mts|plugin\\.ts|plugin-options\\.ts)$'],
   ['faces', '^lib/(http|grpc)/'],
+  ['metrics', '^lib/metrics/'],
   ['runner and client', '^lib/(onnxruntime|client)/'],
   ['models', '^lib/models/'],
   ['kserve', '^lib/kserve/'],

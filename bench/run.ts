@@ -24,6 +24,7 @@ import { registerHttpSuite } from './register-http'
 import { routeSuite } from './route'
 import { ServerProcess } from './server-process'
 import { type LeasePlan, type SharedInferPlan, sharedInferSuite, sharedLeaseSuite, tmpfsStorePath } from './shared-registry'
+import { type SharedStatisticsPlan, sharedStatisticsSuite } from './shared-statistics'
 import { removeAllObjects } from './shm-objects'
 import { round } from './stats'
 import { SyscallsProgram } from './syscalls'
@@ -46,6 +47,7 @@ interface Plan {
   infer: { sizes: number[], headlineBytes: number, connections: number, targetSeconds: number, rounds: number, maxRequests: number }
   sharedLease: LeasePlan
   sharedInfer: SharedInferPlan
+  sharedStatistics: SharedStatisticsPlan
   grpc: GrpcPlan
 }
 
@@ -62,6 +64,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     onnx: { identityBytes: 4 * MiB, largeBytes: 16 * MiB, smallBytes: MiB, secondsPerRun: 1, rounds: 2, connections: 2, bandwidthSizes: [16 * MiB, 64 * MiB], statusSeconds: 2 },
     sharedLease: { batchSeconds: 0.05, batches: 5 },
     sharedInfer: { rounds: 4, secondsPerRun: 1, connections: 2, warmupRequests: 2000 },
+    sharedStatistics: { rounds: 6, secondsPerRun: 1.5, connections: 4, pipelining: 4, warmupRequests: 4000 },
     grpc: { tensorBytes: 4 * MiB, rounds: 2, secondsPerRun: 1, connections: 2 }
   },
   full: {
@@ -76,6 +79,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     onnx: { identityBytes: 16 * MiB, largeBytes: 64 * MiB, smallBytes: MiB, secondsPerRun: 3, rounds: 3, connections: 2, bandwidthSizes: [16 * MiB, 64 * MiB], statusSeconds: 5 },
     sharedLease: { batchSeconds: 0.2, batches: 9 },
     sharedInfer: { rounds: 6, secondsPerRun: 3, connections: 2, warmupRequests: 5000 },
+    sharedStatistics: { rounds: 8, secondsPerRun: 4, connections: 4, pipelining: 4, warmupRequests: 10000 },
     grpc: { tensorBytes: 4 * MiB, rounds: 4, secondsPerRun: 3, connections: 2 }
   }
 }
@@ -97,6 +101,7 @@ const GOALS = {
   ortAnonRssGrowthPerRequest: { at: 'most', value: 0 },
   shmAnonRssGrowth: { at: 'most', value: 0.1 },
   sharedRegistryCpuRatio: { at: 'most', value: 1.2 },
+  sharedStatisticsCpuRatio: { at: 'most', value: 1.05 },
   sharedAcquireReleaseExtraUs: { at: 'most', value: 2 },
   grpcShmSpeedupVsRaw: { at: 'least', value: 5 },
   grpcVsHttpCpuRatio: { at: 'most', value: 1.3 }
@@ -213,6 +218,8 @@ async function main () {
   }
   progress(`inference through shared memory at ${bytes(64 * KiB)}: a server with sharedRegistry (store on tmpfs) vs one without`)
   const sharedInfer = await sharedInferSuite(plan.sharedInfer, tmpfsStorePath())
+  progress(`statistics of the whole service: two servers with sharedRegistry, shared statistics vs this process's, ${plan.sharedStatistics.rounds} rounds`)
+  const sharedStatistics = await sharedStatisticsSuite(plan.sharedStatistics)
 
   print(table(`Route: GET /v2/systemsharedmemory/status vs a bare Fastify route (${route.regions} regions, ${route.responseBytes}-byte JSON)`,
     ['route', 'req/s', 'p50', 'p99', 'server CPU/req', 'server CPU busy'],
@@ -267,6 +274,16 @@ async function main () {
       ratio(sharedInfer.cpuRatio),
     'Two server children, one server process each; the shared one\'s SQLite store in a directory on tmpfs (/dev/shm).']))
 
+  print(table(`Statistics of the whole service: add_sub_fp32 through shared memory, ${bytes(sharedStatistics.tensorBytes)} tensors, ` +
+    `${sharedStatistics.connections} connections x ${sharedStatistics.pipelining} pipelined`,
+  ['statistics', 'req/s', 'server CPU/req'],
+  (['shared', 'process'] as const).map((kind) => [kind === 'shared' ? 'shared (the file beside the store)' : 'this process\'s (processStatistics)',
+    num(sharedStatistics.requestsPerSecond[kind]), `${num(sharedStatistics.cpuMicrosPerRequest[kind])} µs`]),
+  [`sharedStatisticsCpuRatio (server CPU per request, shared / process, ${sharedStatistics.rounds} alternating rounds of ${sharedStatistics.secondsPerRun} s), ` +
+    `median of the rounds: ${ratio(sharedStatistics.cpuRatio)} (all rounds together: ${ratio(sharedStatistics.totalCpuRatio)})`,
+  `Both servers have a shared registry (each its own store on tmpfs). The shared server's statistics counted every request: ${sharedStatistics.counted ? 'yes' : 'NO'}.`,
+  `Counting one request, in this process: ${num(sharedStatistics.countNs.shared)} ns into shared cells, ${num(sharedStatistics.countNs.process)} ns into a table's own.`]))
+
   const anonGrowth = (transport: 'shm' | 'binary') => (onnx.rssAnon[transport].large - onnx.rssAnon[transport].small) / onnx.largeBytes
   print(table('ONNX Runtime through fastify-triton-shm/onnxruntime: shared memory against binary data',
     ['model', 'tensor', 'shm req/s', 'binary req/s', 'shm / binary'],
@@ -308,6 +325,7 @@ async function main () {
     ortAnonRssGrowthPerRequest: onnx.anonPerRequest.bytes,
     shmAnonRssGrowth: anonGrowth('shm'),
     sharedRegistryCpuRatio: sharedInfer.cpuRatio,
+    sharedStatisticsCpuRatio: sharedStatistics.cpuRatio,
     sharedAcquireReleaseExtraUs: (leaseNs.concurrent.shared - leaseNs.concurrent.inProcess) / 1000,
     grpcShmSpeedupVsRaw: grpc.shmSpeedupVsRaw,
     grpcVsHttpCpuRatio: grpc.cpuRatioVsHttp
@@ -333,6 +351,7 @@ async function main () {
     ortAnonRssGrowthPerRequest: `bytes, RssAnon after - before ${onnx.anonPerRequest.requests} requests, identity_fp32 ${bytes(onnx.anonPerRequest.tensorBytes)} through shm, / requests`,
     shmAnonRssGrowth: `RssAnon rise at ${bytes(onnx.largeBytes)} - at ${bytes(onnx.smallBytes)}, / ${bytes(onnx.largeBytes)} (binary: ${num(anonGrowth('binary'))})`,
     sharedRegistryCpuRatio: `server CPU per request, shm inference at ${bytes(sharedInfer.tensorBytes)}, sharedRegistry / in-process`,
+    sharedStatisticsCpuRatio: `server CPU per request, add_sub_fp32 over shm at ${bytes(sharedStatistics.tensorBytes)}, shared statistics / this process's`,
     sharedAcquireReleaseExtraUs: 'µs, acquire + release while another lease is live (alone, first lease + last release: ' +
       `${num((leaseNs.serial.shared - leaseNs.serial.inProcess) / 1000)} µs extra)`,
     grpcShmSpeedupVsRaw: `req/s, add_sub_fp32 over gRPC, ${bytes(grpc.tensorBytes)} tensors: shared memory / raw_input_contents`,
@@ -379,7 +398,7 @@ async function main () {
   const suffix = plan.mode === 'quick' ? '-quick' : ''
   const resultsFile = path.join(RESULTS_DIR, `results${suffix}.json`)
   const plotFile = path.join(RESULTS_DIR, `scaling${suffix}.svg`)
-  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, peerCheck, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, grpc, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
+  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, peerCheck, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, sharedStatistics, grpc, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
   writeFileSync(plotFile, renderSvg(`fastify-triton-shm bench (${plan.mode})`,
     `${host.cpus} x ${host.cpuModel}, node ${host.node}; add_sub_fp32, ${plan.infer.connections} connections; ${new Date().toISOString().slice(0, 16)}Z`,
     charts(infer.points, sizes, memcpyResult.movedBytesPerSecond, register, views)))

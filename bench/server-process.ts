@@ -17,6 +17,8 @@ export interface ServerProcessOptions {
   cpuProfileDir?: string
   /** Gives the server a shared registry (`sharedRegistry`) with its store at this path. */
   sharedRegistryPath?: string
+  /** With a shared registry, its model table counts statistics in its process only (`processStatistics`). */
+  processStatistics?: boolean
 }
 
 let serverFile: string | undefined
@@ -34,7 +36,8 @@ export class ServerProcess {
       env: {
         ...process.env,
         NODE_ENV: 'production',
-        ...(options.sharedRegistryPath === undefined ? {} : { BENCH_SHARED_REGISTRY_PATH: options.sharedRegistryPath })
+        ...(options.sharedRegistryPath === undefined ? {} : { BENCH_SHARED_REGISTRY_PATH: options.sharedRegistryPath }),
+        ...(options.processStatistics === true && { BENCH_PROCESS_STATISTICS: '1' })
       }
     })
     running.add(child)

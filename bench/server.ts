@@ -4,7 +4,8 @@
  *   GET /bench/rss   this process's memory and CPU time (peak RSS is reported from it),
  *   POST /bench/hand/models/<m>/infer  a hand-written infer route (the model table suite's baseline),
  * and KServe over gRPC on a port of its own.
- * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path.
+ * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path;
+ * with BENCH_PROCESS_STATISTICS=1 too, its model table counts statistics in this process only.
  * Started by bench/server-process.ts (compiled by bench/server-build.ts, run on plain node) with an
  * IPC channel: it reports its port, takes the bare route's bytes, and exits when told to or when
  * its parent goes away.
@@ -33,7 +34,8 @@ async function main () {
     fastify: { logger: false },
     jsonLimit: 512 * 1024 ** 2,
     grpcPort: 0,
-    sharedRegistry: storePath === undefined ? undefined : { path: storePath }
+    sharedRegistry: storePath === undefined ? undefined : { path: storePath },
+    processStatistics: process.env.BENCH_PROCESS_STATISTICS === '1'
   })
   let barePayload = Buffer.from('[]')
   // The baseline: no hooks, no schema, no serializer; the bytes are fixed by the parent (a Buffer,

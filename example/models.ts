@@ -14,6 +14,9 @@ export interface Model {
   signature: ModelSignature
   /** Reads the inputs, fills the outputs. */
   execute(infer: InferRequest): void | Promise<void>
+  /** Loads the model again (a model repository load request), and ends it (an unload). */
+  load?(): Promise<void>
+  unload?(): void
 }
 
 const pair = (datatype: ModelSignature['inputs'][number]['datatype'], shape: number[], prefix: string) =>
@@ -72,10 +75,22 @@ const simpleString: Model = {
 const addSubFp32 = sumAndDifference('add_sub_fp32', 'FP32', [-1], Infinity)
 
 /** A graph of example/onnx, run by ONNX Runtime on the runner's threads with no tensor byte
- * copied. A run holds its request's regions until it ends, so the runner needs no closing here. */
+ * copied. A run holds its request's regions until it ends, so the runner needs no closing here.
+ * A load request reads the file again into a new session, which takes over from the one before
+ * (that one ends once its runs have); an unload ends the session. */
 async function onnxModel (runner: OnnxRunner, file: string, options: OnnxSignatureOptions): Promise<Model> {
-  const model = await runner.load(path.join(__dirname, 'onnx', file))
-  return { signature: onnxSignature(model, { versions: ['1'], ...options }), execute: (infer) => model.run(infer) }
+  const graph = path.join(__dirname, 'onnx', file)
+  let model = await runner.load(graph)
+  return {
+    signature: onnxSignature(model, { versions: ['1'], ...options }),
+    execute: (infer) => model.run(infer),
+    async load () {
+      const previous = model
+      model = await runner.load(graph)
+      previous.release()
+    },
+    unload: () => model.release()
+  }
 }
 
 /** Every model of the example, by name. */

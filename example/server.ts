@@ -6,14 +6,17 @@
  *   HOST=127.0.0.1 PORT=8000 GRPC_PORT=8001 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
  *
  * It serves KServe V2 over HTTP on PORT and over gRPC on GRPC_PORT (Triton's ports), one registry
- * and the same models behind both.
+ * and the same models behind both, with Triton's model repository extension (index, load, unload)
+ * and Triton's Prometheus metrics at /metrics, and on METRICS_PORT too (Triton's is 8002) when set.
  *
  * WORKERS=4 runs it as 4 node:cluster workers on one port sharing one registry (./cluster.ts).
  * It also serves its API in a browser at /documentation (Swagger UI).
  */
 import cluster from 'node:cluster'
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
-import fastifyTritonShm, { apiFrameworkErrors, type InferRequest, kserveErrorHandler, kserveModels, ModelTable } from '../lib/index'
+import fastifyTritonShm, {
+  apiFrameworkErrors, type InferRequest, kserveErrorHandler, kserveModels, ModelTable, tritonMetricsPlugin
+} from '../lib/index'
 import type { ModelDeclaration, SharedRegistryOptions } from '../lib/index'
 import { runPrimary, workerCount } from './cluster'
 import { registerDocumentation } from './documentation'
@@ -43,14 +46,36 @@ export interface ServerOptions {
    * (default 127.0.0.1). Default: HTTP only. */
   grpcPort?: number
   grpcHost?: string
+  /** Also serve the metrics on this port, as Triton does on 8002 (0: any free port), on
+   * `grpcHost`'s address. Default: at /metrics of the HTTP port only. */
+  metricsPort?: number
+  /** Triton's `summary_latencies`: the metrics' summaries (default false). */
+  metricsSummaries?: boolean
+  /** With `sharedRegistry`, count statistics in this process only (default false: the whole service's). */
+  processStatistics?: boolean
   fastify?: FastifyServerOptions
 }
 
-/** The table's declaration of an example model: Triton's backend of its platform, and a run that
- * first waits `delayMs`. */
+/** The table's declaration of an example model: Triton's backend of its platform, a run that
+ * first waits `delayMs`, and its load and unload (a model repository request's), if it has them. */
 function declarationOf (model: Model, delayMs: number): ModelDeclaration {
   const { platform } = model.signature
-  return { ...model.signature, ...(platform === 'onnxruntime_onnx' && { backend: 'onnxruntime' }), run: (infer) => run(model, infer, delayMs) }
+  return {
+    ...model.signature,
+    ...(platform === 'onnxruntime_onnx' && { backend: 'onnxruntime' }),
+    run: (infer) => run(model, infer, delayMs),
+    ...(model.load !== undefined && { load: model.load }),
+    ...(model.unload !== undefined && { unload: model.unload })
+  }
+}
+
+/** The metrics on a port of their own (Triton's 8002), from the app's: closed with it. */
+async function listenMetrics (app: FastifyInstance, host: string, port: number): Promise<void> {
+  const metricsApp = Fastify({ logger: false })
+  metricsApp.get('/metrics', async (_request, reply) => reply.type(app.tritonMetrics.contentType).send(await app.tritonMetrics.metrics()))
+  app.addHook('onClose', () => metricsApp.close())
+  await metricsApp.listen({ host, port })
+  app.log.info({ port: (metricsApp.server.address() as { port: number }).port }, 'Triton metrics listening')
 }
 
 const SERVER_NAME = 'fastify-triton-shm-example'
@@ -69,8 +94,9 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   // KServe errors are `{"error": "<message>"}`.
   app.setErrorHandler(kserveErrorHandler)
   const models = options.models ?? await loadModels()
-  // One table: HTTP and gRPC serve the same models.
-  const table = new ModelTable([...models.values()].map((model) => declarationOf(model, options.modelDelayMs ?? 0)))
+  // One table: HTTP and gRPC serve the same models, and the model repository extension.
+  const table = new ModelTable([...models.values()].map((model) => declarationOf(model, options.modelDelayMs ?? 0)),
+    { repository: true, log: app.log, processStatistics: options.processStatistics ?? false })
   if (options.documentation === true) await registerDocumentation(app)
   await app.register(fastifyTritonShm, {
     ...(options.sharedRegistry !== undefined && { sharedRegistry: options.sharedRegistry }),
@@ -87,6 +113,11 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     jsonLimit: options.jsonLimit,
     ...(options.beforeModel !== undefined && { beforeRun: options.beforeModel })
   })
+  await app.register(tritonMetricsPlugin, { models: table, summaries: options.metricsSummaries ?? false })
+  if (options.metricsPort !== undefined) {
+    const { metricsPort, grpcHost = '127.0.0.1' } = options
+    app.addHook('onReady', () => listenMetrics(app, grpcHost, metricsPort))
+  }
   return app
 }
 
@@ -108,6 +139,8 @@ async function main () {
     documentation: true,
     grpcHost: process.env.HOST ?? '127.0.0.1',
     grpcPort: Number(process.env.GRPC_PORT ?? 8001),
+    ...(process.env.METRICS_PORT !== undefined && { metricsPort: Number(process.env.METRICS_PORT) }),
+    metricsSummaries: process.env.METRICS_SUMMARIES === 'true',
     fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
   })
   let closing = false

@@ -334,6 +334,36 @@ export const noAvailableVersion = answered('ERR_SHM_NO_AVAILABLE_VERSION', 'not-
 export const modelVersionNotReady = answered('ERR_SHM_MODEL_NOT_READY', 'unavailable', (model: string, version: string) =>
   `Request for unknown model: '${model}' version ${version} is not at ready state`)
 
+// The model repository extension (index, load, unload): Triton's texts
+
+/** Triton's INTERNAL for a model its repository does not hold: here, one the table does not declare. */
+export const loadUnknownModel = answered('ERR_SHM_LOAD_UNKNOWN_MODEL', 'internal', (model: string) =>
+  `failed to load '${model}', failed to poll from model repository`)
+
+export const loadFailed = invalid('ERR_SHM_LOAD_FAILED', (model: string, version: string, reason: string) =>
+  `load failed for model '${model}': version ${version} is at UNAVAILABLE state: ${reason};`)
+
+/** A configuration or files sent with a load are code for the server to run: only if the host says so. */
+export const loadOverridesRefused = answered('ERR_SHM_LOAD_OVERRIDES_REFUSED', 'denied', (model: string, reason: string) =>
+  `failed to load '${model}': ${reason}`)
+
+export const unrecognizedLoadParameter = invalid('ERR_SHM_UNRECOGNIZED_LOAD_PARAMETER', (parameter: string) =>
+  `unrecognized load parameter '${parameter}'.`)
+
+export const invalidLoadParameterType = invalid('ERR_SHM_INVALID_LOAD_PARAMETER_TYPE', (parameter: string, expected: string) =>
+  `invalid value type for load parameter '${parameter}', expected ${expected}.`)
+
+export const invalidUnloadDependents = invalid('ERR_SHM_INVALID_UNLOAD_DEPENDENTS', (expected: string) =>
+  `invalid value type for 'unload_dependents' parameter, expected ${expected}.`)
+
+export const invalidIndexReady = invalid('ERR_SHM_INVALID_INDEX_READY', () => "Invalid value for 'ready': expected a boolean")
+
+export const repositoryNameUnsupported = answered('ERR_SHM_REPOSITORY_NAME_UNSUPPORTED', 'unsupported', () =>
+  "'repository_name' specification is not supported")
+
+export const invalidRepositoryRequest = invalid('ERR_SHM_INVALID_REPOSITORY_REQUEST', (reason: string) =>
+  `failed to parse the request JSON buffer: ${reason}`)
+
 // The shared registry (sharedRegistry option)
 
 const STORE_FAILED = answered('ERR_SHM_STORE_FAILED', 'internal', () => 'the shared memory registry is unavailable, try again')
@@ -349,6 +379,12 @@ export const invalidOption = usage('ERR_SHM_INVALID_OPTION', (owner: string, pro
 
 export const invalidModelDeclaration = usage('ERR_SHM_INVALID_MODEL_DECLARATION', (model: string | undefined, problem: string) =>
   `fastify-triton-shm: model${model === undefined ? '' : ` '${model}'`}: ${problem}`)
+
+export const tooManySharedModelVersions = usage('ERR_SHM_TOO_MANY_SHARED_MODEL_VERSIONS', (most: number, model: string, version: string) =>
+  `fastify-triton-shm: the statistics of a shared registry hold at most ${most} model versions: model '${model}' version ${version} is one more`)
+
+export const modelTableShared = usage('ERR_SHM_MODEL_TABLE_SHARED', () =>
+  'fastify-triton-shm: a model table is served with one registry: this one serves another already')
 
 export const modelVersionDeclaredTwice = usage('ERR_SHM_MODEL_VERSION_DECLARED_TWICE', (model: string, version: string) =>
   `fastify-triton-shm: model '${model}' version ${version} is declared twice`)

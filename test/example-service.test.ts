@@ -69,7 +69,7 @@ t.test('discovery: server metadata, health, model metadata', async (t) => {
   t.same(server.body, {
     name: 'fastify-triton-shm-example',
     version,
-    extensions: ['model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics']
+    extensions: ['model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics']
   })
 
   for (const route of ['/v2/health/live', '/v2/health/ready', '/v2/models/simple/ready', '/v2/models/simple/versions/1/ready']) {

@@ -164,6 +164,14 @@ t.test('without a compiler, python or make: installs from the prebuild and serve
   t.equal(shared.trim(), "fastify-triton-shm: the sharedRegistry option needs the package 'better-sqlite3': npm install better-sqlite3",
     'sharedRegistry without better-sqlite3')
 
+  // So is prom-client: only the metrics load it, and say what to install.
+  t.throws(() => run(process.execPath, ['-e', "require.resolve('prom-client')"], project, env), 'prom-client is not installed')
+  const metrics = run(process.execPath, ['-e',
+    "const { ModelTable, tritonMetrics } = require('fastify-triton-shm')\n" +
+    'new ModelTable([], { repository: true })\n' +
+    'try { tritonMetrics() } catch (error) { console.log(error.message) }'], project, env)
+  t.equal(metrics.trim(), "fastify-triton-shm: Triton metrics needs the package 'prom-client': npm install prom-client", 'the metrics without prom-client')
+
   t.test('the arm64 prebuild, under qemu with an arm64 Node: loads, maps, registers, leases, unregisters', async (t) => {
     if (unbuildable.get(prebuilds.arm64Glibc) !== undefined) return withPrebuild(t, prebuilds.arm64Glibc, 'the arm64 prebuild', () => {})
     const node = arm64Node()

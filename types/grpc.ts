@@ -100,3 +100,17 @@ export interface SharedMemoryServiceOptions {
    * option of the same name. */
   clientShmAccess?: 'peer' | 'local' | 'any'
 }
+
+/** A model repository request parameter: one of its fields is set, named by `parameter_choice`. */
+export interface ModelRepositoryParameter {
+  parameter_choice?: 'bool_param' | 'int64_param' | 'string_param' | 'bytes_param'
+  bool_param?: boolean
+  int64_param?: string | number
+  string_param?: string
+  bytes_param?: Buffer
+}
+
+export interface RepositoryIndexRequest { repository_name: string, ready: boolean }
+export interface RepositoryIndexResponse { models: Array<{ name: string, version: string, state: string, reason: string }> }
+export interface RepositoryModelLoadRequest { repository_name: string, model_name: string, parameters: Record<string, ModelRepositoryParameter> }
+export interface RepositoryModelUnloadRequest { repository_name: string, model_name: string, parameters: Record<string, ModelRepositoryParameter> }

@@ -129,3 +129,24 @@ export interface ModelStatistics {
 export interface ModelStatisticsResponse {
   model_stats: ModelStatistics[]
 }
+
+/** What a load request asks for besides the model's name (Triton's load parameters), handed to a
+ * model's `load` hook only when the table allows it (`repository: { allowOverrides: true }`). */
+export interface ModelLoadOverrides {
+  /** The `config` parameter: a model configuration, as JSON text. */
+  config?: string
+  /** The `file:<version>/<name>` parameters' bytes, by parameter name. */
+  files: Record<string, Uint8Array>
+}
+
+/** A model version's state in the repository index. */
+export type ModelState = 'READY' | 'UNAVAILABLE' | 'LOADING'
+
+/** One entry of the repository index (`POST /v2/repository/index`, gRPC `RepositoryIndex`). */
+export interface RepositoryIndexEntry {
+  name: string
+  version: string
+  state: ModelState
+  /** Why the version is not ready (absent when it is). */
+  reason?: string
+}

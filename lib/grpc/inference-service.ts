@@ -11,6 +11,7 @@ import type { ModelTable } from '../models/model-table'
 import { serverMetadata } from '../models/server-metadata'
 import { SharedMemoryApi } from '../registry/shared-memory-api'
 import { modelInferHandler } from './model-infer-handler'
+import { repositoryHandlers } from './repository-service'
 import { sharedMemoryHandlers } from './shared-memory-service'
 import type { ErrorLogger } from './status'
 import { unary } from './unary'
@@ -38,16 +39,19 @@ const given = (value: string) => value === '' ? undefined : value
 export function inferenceServiceOver (api: SharedMemoryApi, { models, server, limits, log }: ModelServiceOptions): UntypedServiceImplementation {
   const rpc = <Request, Response>(answer: (request: Request) => Response) =>
     unary((call: ServerUnaryCall<Request, Response>) => answer(call.request), log)
+  // With a shared registry, statistics and the repository's state are the whole service's.
+  models.serveWith(api.registry)
   return {
     ServerLive: rpc(() => ({ live: true })),
     ServerReady: rpc(() => ({ ready: models.isReady() })),
     ModelReady: rpc(({ name, version }: ModelRequest) => ({ ready: models.isModelReady(name, given(version)) })),
-    ServerMetadata: rpc(() => serverMetadata(server.name, server.version)),
+    ServerMetadata: rpc(() => serverMetadata(server.name, server.version, { repository: models.servesRepository })),
     ModelMetadata: rpc(({ name, version }: ModelRequest) => models.metadata(name, given(version))),
     ModelConfig: rpc(({ name, version }: ModelRequest) => ({ config: models.config(name, given(version)) })),
     ModelStatistics: rpc(({ name, version }: ModelRequest) => models.statistics(given(name), given(version))),
     ModelInfer: modelInferHandler({ registry: api.registry, models, limits, log }),
-    ...sharedMemoryHandlers(api, log)
+    ...sharedMemoryHandlers(api, log),
+    ...(models.servesRepository && repositoryHandlers(models, log))
   }
 }
 

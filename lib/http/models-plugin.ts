@@ -14,6 +14,7 @@ import { useInferBodyParser } from './infer-body'
 import { inferResponse, readInferRequest } from './infer-exchange'
 import { type ModelRoute, modelSchemas } from './model-schemas'
 import { checkModelsOptions, type KServeModelsOptions, MODELS_PLUGIN } from './models-options'
+import { repositoryRoutes } from './repository-routes'
 
 type ModelRequest = FastifyRequest<{ Params: { model: string, version?: string } }>
 type ModelHandler = (request: ModelRequest, reply: FastifyReply) => Promise<unknown>
@@ -25,6 +26,8 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
   const { models: table, name, version, decorator, bodyLimit, jsonLimit, limits, beforeRun, openapi } = checkModelsOptions(options)
   if (!app.hasDecorator(decorator)) throw errors.noRegistry(MODELS_PLUGIN, decorator)
   const registry = (app as unknown as Record<string, SystemSharedMemoryRegistry>)[decorator]
+  // With a shared registry, statistics and the repository's state are the whole service's.
+  table.serveWith(registry)
   const schemas = modelSchemas(openapi)
   app.setErrorHandler(kserveErrorHandler)
   // The schemas document the routes; they check nothing (the table resolves names and versions,
@@ -36,7 +39,7 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
 
   const route = (url: string, of: ModelRoute, handler: ModelHandler, method: 'GET' | 'POST' = 'GET') =>
     app.route({ method, url, schema: schemas[of][url.includes(':version') ? 'modelVersion' : 'model'], handler: handler as RouteHandlerMethod })
-  const metadata = serverMetadata(name, version)
+  const metadata = serverMetadata(name, version, { repository: table.servesRepository })
   route('/v2', 'serverMetadata', async () => metadata)
   route('/v2/health/live', 'serverLive', async (_request, reply) => empty(reply, true))
   route('/v2/health/ready', 'serverReady', async (_request, reply) => empty(reply, table.isReady()))
@@ -57,6 +60,7 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
     route(`${base}/stats`, 'modelStatistics', async ({ params }: ModelRequest) => table.statistics(params.model, params.version))
     route(`${base}/infer`, 'modelInfer', infer, 'POST')
   }
+  if (table.servesRepository) await app.register(repositoryRoutes, { models: table, bodyLimit, openapi })
 }
 
 /**

@@ -3,6 +3,7 @@
  * message naming the model and the field, instead of misbehaving at the first request.
  */
 import type { ModelSignature } from '../../types/kserve'
+import type { ModelLoadOverrides } from '../../types/models'
 import * as errors from '../errors'
 import { DATATYPES } from '../kserve/datatypes'
 import type { InferRequest } from '../kserve/infer-request'
@@ -22,6 +23,14 @@ export interface ModelDeclaration extends ModelSignature {
   ready?: boolean
   /** Reads the inputs and fills the outputs of one request; may be async. A throw fails the request. */
   run(infer: InferRequest): void | Promise<void>
+  /** Loads a version again in this process, when a load request (the model repository extension)
+   * reaches the service: in every process of it, each with its own. The model is declared loaded;
+   * this runs for loads asked for later. `overrides` are the request's configuration and files, if
+   * the table takes them. A throw fails the load, and leaves the model unavailable. */
+  load?(version: string, overrides: ModelLoadOverrides): void | Promise<void>
+  /** Unloads a version in this process, once its requests in flight here have ended (after an
+   * unload request; in every process of the service). */
+  unload?(version: string): void | Promise<void>
 }
 
 /** Versions are Triton's int64 version numbers, written as the digits clients send (at most 15,
@@ -59,7 +68,9 @@ const problemOf = validatorOf({
     outputs: tensors,
     labelFilenames: { type: 'object', additionalProperties: { type: 'string' } },
     ready: { type: 'boolean' },
-    run: { isFunction: true }
+    run: { isFunction: true },
+    load: { isFunction: true },
+    unload: { isFunction: true }
   }
 })
 

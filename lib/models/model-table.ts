@@ -5,13 +5,30 @@
  * written once. Its methods return plain objects and throw `TritonError`s, whose kinds each face
  * maps to its own status.
  */
+import type { SystemSharedMemoryRegistry } from '../../types'
 import type { ModelSignature } from '../../types/kserve'
-import type { ModelConfigResponse, ModelMetadataResponse, ModelStatisticsResponse } from '../../types/models'
+import type {
+  ModelConfigResponse, ModelLoadOverrides, ModelMetadataResponse, ModelStatisticsResponse, RepositoryIndexEntry
+} from '../../types/models'
 import * as errors from '../errors'
 import type { InferRequest } from '../kserve/infer-request'
+import { Registry } from '../registry/registry'
+import { MemoryModelStore } from '../store/model-store'
 import { checkDeclaration, DEFAULT_VERSIONS, type ModelDeclaration } from './declaration'
 import { modelConfig, modelMetadata } from './model-config'
-import { InferenceStatistics } from './statistics'
+import { ModelRepository, serving, type VersionState } from './model-repository'
+import { type FailureReason, InferenceStatistics, type StatisticsTotals } from './statistics'
+import { checkTableOptions, type ModelTableOptions } from './table-options'
+
+export type { ModelTableOptions }
+
+/** A loaded version as metrics read it: its totals, and its latest requests' times. */
+export interface VersionMetrics {
+  name: string
+  version: string
+  totals(): StatisticsTotals
+  samples: InferenceStatistics['samples']
+}
 
 /**
  * One inference through `ModelTable.infer`, in the transport's terms: how to read the request,
@@ -29,7 +46,7 @@ export interface InferCall<Result> {
 }
 
 /** One version of one model. */
-interface ModelVersion {
+interface ModelVersion extends VersionState {
   readonly version: string
   readonly declaration: ModelDeclaration
   /** What `InferRequest` checks requests against: the declaration's signature. */
@@ -37,6 +54,9 @@ interface ModelVersion {
   ready: boolean
   readonly statistics: InferenceStatistics
 }
+
+/** A version as declared: loaded, with no request in flight. */
+const NEW_VERSION_STATE = { loaded: true, loading: false, reason: '', inFlight: 0, drained: undefined }
 
 const byVersion = (a: ModelVersion, b: ModelVersion) => Number(a.version) - Number(b.version)
 
@@ -54,25 +74,69 @@ function signatureOf ({ name, platform, maxBatchSize, inputs, outputs }: ModelDe
   return { name, versions, ...(platform !== undefined && { platform }), ...(maxBatchSize !== undefined && { maxBatchSize }), inputs, outputs }
 }
 
+/** Why a request failed, in Triton's terms: its client went away, its admission refused it,
+ * its model failed, or anything else. */
+function failureReason (error: unknown, signal: AbortSignal | undefined, running: boolean): FailureReason {
+  if (signal?.aborted === true || (error as { kind?: unknown } | null)?.kind === 'cancelled') return 'CANCELED'
+  if (running) return 'BACKEND'
+  const { kind, statusCode } = (error ?? {}) as { kind?: unknown, statusCode?: unknown }
+  return kind === 'exhausted' || statusCode === 429 || statusCode === 503 ? 'REJECTED' : 'OTHER'
+}
+
 export class ModelTable {
   /** By name, then by version in ascending order. */
   readonly #models = new Map<string, ModelVersion[]>()
+  readonly #repository: ModelRepository
+  readonly #servesRepository: boolean
+  readonly #processStatistics: boolean
+  /** The shared registry whose store holds this table's statistics and repository state. */
+  #registry: Registry | undefined
 
   /**
    * Checks every declaration (an `ERR_SHM_INVALID_MODEL_DECLARATION` TypeError names the model and
    * the field that is wrong). One name
    * may be declared several times, for distinct versions.
    */
-  constructor (declarations: Iterable<ModelDeclaration>) {
+  constructor (declarations: Iterable<ModelDeclaration>, options: ModelTableOptions = {}) {
+    const store = new MemoryModelStore()
     for (const declaration of declarations) {
       const { name, versions = DEFAULT_VERSIONS, ready = true } = checkDeclaration(declaration)
       const known = this.#models.get(name) ?? []
       const taken = known.find(({ version }) => versions.includes(version))
       if (taken !== undefined) throw errors.modelVersionDeclaredTwice(name, taken.version)
       const signature = signatureOf(declaration, versions)
-      known.push(...versions.map((version) => ({ version, declaration, signature, ready, statistics: new InferenceStatistics() })))
+      const statisticsOf = (version: string) => new InferenceStatistics(store.cells(name, version))
+      known.push(...versions.map((version) => ({ version, declaration, signature, ready, statistics: statisticsOf(version), ...NEW_VERSION_STATE })))
       this.#models.set(name, known.sort(byVersion))
     }
+    const { repository = false, processStatistics = false, log } = checkTableOptions(options)
+    this.#servesRepository = repository !== false
+    this.#processStatistics = processStatistics
+    this.#repository = new ModelRepository(store, (name) => this.#models.get(name), () => this.names,
+      typeof repository === 'object' ? repository : {}, log)
+  }
+
+  /** Whether the faces serve the model repository extension from this table. */
+  get servesRepository (): boolean {
+    return this.#servesRepository
+  }
+
+  /**
+   * Shares this table's statistics and repository state with every process of `registry`'s
+   * service, when it is a shared registry (`sharedRegistry`); the faces call it for the registry
+   * they serve. Counts made before are added to the shared ones. A table serves one shared
+   * registry: another one throws `ERR_SHM_MODEL_TABLE_SHARED`.
+   */
+  serveWith (registry: SystemSharedMemoryRegistry): void {
+    if (!(registry instanceof Registry) || registry === this.#registry) return
+    const store = registry.modelStore()
+    if (!store.shared) return
+    if (this.#registry !== undefined) throw errors.modelTableShared()
+    this.#registry = registry
+    if (!this.#processStatistics) {
+      for (const [name, versions] of this.#models) for (const entry of versions) entry.statistics.moveTo(store.cells(name, entry.version))
+    }
+    this.#repository.attach(store)
   }
 
   /** Every model name, in the order declared. */
@@ -82,6 +146,7 @@ export class ModelTable {
 
   /** Every version of `name` (throws 404 for an unknown model). */
   #versions (name: string): ModelVersion[] {
+    this.#repository.sync()
     const versions = this.#models.get(name)
     if (versions === undefined) throw errors.unknownModel(name)
     return versions
@@ -100,27 +165,28 @@ export class ModelTable {
   #resolve (name: string, version?: string): ModelVersion {
     if (version !== undefined) {
       const found = this.#declared(name, version)
-      if (!found.ready) throw errors.modelVersionNotReady(name, found.version)
+      if (!serving(found)) throw errors.modelVersionNotReady(name, found.version)
       return found
     }
     const versions = this.#versions(name)
     // Newest first, with no array made: this runs for every request.
-    for (let index = versions.length - 1; index >= 0; index--) if (versions[index].ready) return versions[index]
+    for (let index = versions.length - 1; index >= 0; index--) if (serving(versions[index])) return versions[index]
     throw errors.noAvailableVersion(name)
   }
 
   #readyVersions (name: string): ModelVersion[] {
-    return this.#versions(name).filter(({ ready }) => ready)
+    return this.#versions(name).filter(serving)
   }
 
-  /** Server readiness: every model has a ready version. */
+  /** Server readiness: every model has a ready version, but those a client or the host unloaded
+   * (as Triton's). */
   isReady (): boolean {
-    return this.names.every((name) => this.#readyVersions(name).length > 0)
+    return this.names.every((name) => this.#readyVersions(name).length > 0 || this.#repository.unloadedOnRequest(name))
   }
 
   /** Whether the version (default: any version) of the model is ready; throws for an unknown one. */
   isModelReady (name: string, version?: string): boolean {
-    if (version !== undefined) return this.#declared(name, version).ready
+    if (version !== undefined) return serving(this.#declared(name, version))
     return this.#readyVersions(name).length > 0
   }
 
@@ -165,6 +231,32 @@ export class ModelTable {
     return { model_stats: entries.map(([model, entry]) => entry.statistics.toJSON(model, entry.version)) }
   }
 
+  /** The repository index: every declared version of every model, by name then version, with its
+   * state (`READY`, `UNAVAILABLE` with its reason, `LOADING`); only the ready ones if `readyOnly`. */
+  index (readyOnly = false): RepositoryIndexEntry[] {
+    return this.#repository.index(readyOnly)
+  }
+
+  /** Loads (or reloads) every version of a declared model, in every process of the service (see
+   * `ModelRepository.load`: its hooks, overrides and errors). */
+  load (name: string, overrides?: ModelLoadOverrides): Promise<void> {
+    return this.#repository.load(name, overrides)
+  }
+
+  /** Unloads every version of a model, in every process of the service; an unknown one is a success. */
+  unload (name: string): void {
+    this.#repository.unload(name)
+  }
+
+  /** Every loaded version of every model, by name then version, with its statistics: what
+   * Triton's metrics report (a version unloaded has none, as in Triton). */
+  metricVersions (): VersionMetrics[] {
+    this.#repository.sync()
+    return [...this.#models.keys()].sort().flatMap((name) => (this.#models.get(name) as ModelVersion[])
+      .filter((entry) => entry.loaded)
+      .map(({ version, statistics }) => ({ name, version, totals: () => statistics.totals(), samples: (sinceMs: number) => statistics.samples(sinceMs) })))
+  }
+
   /**
    * Runs one inference on the version (default: the newest ready) of a model, measured into its
    * statistics: `call.read` reads the request for its signature (`compute_input`),
@@ -175,22 +267,44 @@ export class ModelTable {
    * releases them when the HTTP reply ends; any other transport calls `infer.release()`).
    */
   async infer<Result> (name: string, version: string | undefined, call: InferCall<Result>): Promise<Result> {
+    // A model loading in this process (its hook runs, for a load here or one just read from the
+    // store) is waited for, not refused.
+    this.#repository.sync()
+    const loading = this.#repository.loadingOf(name)
+    if (loading !== undefined) await loading
     const model = this.#resolve(name, version)
     const start = performance.now()
+    const { statistics } = model
+    model.inFlight++
+    statistics.started()
+    let infer: InferRequest | undefined
+    let pending = true
+    let running = false
+    let result: Result
     try {
-      const infer = call.read(model.signature, model.version)
+      infer = call.read(model.signature, model.version)
       const read = performance.now()
       await call.beforeRun?.(infer)
       infer.signal.throwIfAborted()
       const runStart = performance.now()
+      pending = false
+      running = true
+      statistics.running()
       await model.declaration.run(infer)
       const ran = performance.now()
-      const result = call.respond(infer)
-      model.statistics.succeeded({ start, read, runStart, ran, end: performance.now() }, batchSizeOf(model, infer))
-      return result
+      running = false
+      result = call.respond(infer)
+      statistics.succeeded({ start, read, runStart, ran, end: performance.now() }, batchSizeOf(model, infer))
     } catch (error) {
-      model.statistics.failed(start)
+      statistics.failed(start, failureReason(error, infer?.signal, running), pending)
       throw error
+    } finally {
+      if (--model.inFlight === 0 && model.drained !== undefined) {
+        const drained = model.drained
+        model.drained = undefined
+        drained()
+      }
     }
+    return result
   }
 }

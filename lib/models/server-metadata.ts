@@ -8,6 +8,14 @@ import type { ServerMetadataResponse } from '../../types/models'
  */
 export const SERVER_EXTENSIONS: readonly string[] = Object.freeze(['model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics'])
 
-export function serverMetadata (name: string, version: string): ServerMetadataResponse {
-  return { name, version, extensions: [...SERVER_EXTENSIONS] }
+/** Served only by a table that serves the model repository extension (Triton lists both: its
+ * optional `unload_dependents` parameter is taken, and a model here has no dependents). */
+export const REPOSITORY_EXTENSIONS: readonly string[] = Object.freeze(['model_repository', 'model_repository(unload_dependents)'])
+
+/** `repository`: the model repository extension is served, listed where Triton lists it (before
+ * `model_configuration`). */
+export function serverMetadata (name: string, version: string, { repository = false }: { repository?: boolean } = {}): ServerMetadataResponse {
+  const extensions = [...SERVER_EXTENSIONS]
+  if (repository) extensions.splice(extensions.indexOf('model_configuration'), 0, ...REPOSITORY_EXTENSIONS)
+  return { name, version, extensions }
 }

@@ -16,6 +16,7 @@ import { RegionLease } from './lease'
 import { MappedRange, PosixShmError } from '../addon/posix-shm'
 import { Region, regionStatus } from './region'
 import { MemoryStore } from '../store/memory-store'
+import type { ModelStore } from '../store/model-store'
 import type { RegionRecord, RegionStore } from '../store/region-store'
 import { SqliteStore } from '../store/sqlite-store'
 
@@ -323,6 +324,12 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
       const { message, cause } = error as Error
       this.#log.info({ reason: message, cause: (cause as Error | undefined)?.message }, 'could not check the shared memory registry')
     }
+  }
+
+  /** The model table's side of this registry's store (`ModelTable.serveWith`): with
+   * `sharedRegistry`, model statistics and repository state every process of the service sees. */
+  modelStore (): ModelStore {
+    return this.#store.models()
   }
 
   counters (): RegistryCounters {

@@ -1,4 +1,5 @@
 /** The default store: a Map in this process, for one registry. */
+import { MemoryModelStore } from './model-store'
 import type { NewRegion, RegionRecord, RegionStore } from './region-store'
 
 export class MemoryStore implements RegionStore {
@@ -53,6 +54,12 @@ export class MemoryStore implements RegionStore {
   }
 
   watch (): void {}
+
+  #models: MemoryModelStore | undefined
+
+  models (): MemoryModelStore {
+    return (this.#models ??= new MemoryModelStore())
+  }
 
   close (): void {}
 }

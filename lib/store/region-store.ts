@@ -3,6 +3,7 @@
  * the records, makes a change atomic against everyone sharing them, and knows who holds leases.
  * Two stores: in-process (the default) and shared by every process of a service (SQLite).
  */
+import type { ModelStore } from './model-store'
 
 /** One registration. `id` is never reused by a store, so a name registered again is a new record:
  * a process can never serve it from the mapping of an earlier registration. */
@@ -49,5 +50,8 @@ export interface RegionStore {
    * notices others' changes and the holds of processes that died. `check` first calls `refresh`,
    * which throws if the store is found broken. */
   watch(check: (refresh: () => void) => void): void
+  /** The model table's side of the store: model statistics and the model repository's state,
+   * seen by everyone sharing the store. */
+  models(): ModelStore
   close(): void
 }

@@ -12,6 +12,8 @@ import { LeaseTable, PROCESS_SLOTS, REGION_SLOTS } from './lease-table'
 import { isAlive, thisProcess } from './process-identity'
 import type { NewRegion, RegionRecord, RegionStore } from './region-store'
 import type { Database, DatabaseConstructor, Statement } from './sqlite-driver'
+import { CLEAR_MODELS, MODEL_SCHEMA, SqliteModelStore } from './sqlite-model-store'
+import { StatisticsTable } from './statistics-table'
 
 export const DEFAULT_BUSY_TIMEOUT_MS = 5000
 export const DEFAULT_CHECK_INTERVAL_MS = 1000
@@ -64,6 +66,7 @@ function createPrivately (path: string): void {
  * still running) matches no object, so only the processes that mapped it at registration serve it. */
 function createSchema (db: Database): void {
   db.exec(SCHEMA)
+  db.exec(MODEL_SCHEMA)
   const columns = db.prepare("SELECT name FROM pragma_table_info('regions')").pluck().all()
   if (!columns.includes('object')) db.exec("ALTER TABLE regions ADD COLUMN object TEXT NOT NULL DEFAULT ''")
 }
@@ -84,6 +87,9 @@ export class SqliteStore implements RegionStore {
   #slot = 0
   #leases!: LeaseTable
   readonly #leaseTablePath: string
+  readonly #statisticsPath: string
+  /** The model table's side of the store, made when a model table first uses it. */
+  #models: SqliteModelStore | undefined
   #records: ReadonlyMap<string, RegionRecord> = new Map()
   /** Region slots by record id. */
   #regionSlots = new Map<number, number>()
@@ -106,6 +112,7 @@ export class SqliteStore implements RegionStore {
     const Driver = optionalPeer<DatabaseConstructor>('better-sqlite3', 'fastify-triton-shm: the sharedRegistry option', load)
     this.#checkIntervalMs = checkIntervalMs
     this.#leaseTablePath = `${path}-leases`
+    this.#statisticsPath = `${path}-statistics`
     let db: Database | undefined
     try {
       createPrivately(path)
@@ -130,7 +137,11 @@ export class SqliteStore implements RegionStore {
   #join (): void {
     const others = this.#liveUsers()
     const starting = others.length === 0
-    if (starting) this.#db.exec('DELETE FROM regions; DELETE FROM users')
+    if (starting) {
+      this.#db.exec(`DELETE FROM regions; DELETE FROM users; ${CLEAR_MODELS}`)
+      // Statistics start at zero with the service, as its registrations do.
+      StatisticsTable.remove(this.#statisticsPath)
+    }
     this.#leases = new LeaseTable(this.#leaseTablePath, starting)
     const slot = freeSlot(others.map((user) => user.slot), PROCESS_SLOTS)
     if (slot === undefined) throw new Error(`at most ${PROCESS_SLOTS} processes can share a registry`)
@@ -148,6 +159,21 @@ export class SqliteStore implements RegionStore {
       this.#statements.removeUser.run(user.id)
       return false
     })
+  }
+
+  /** The model table's side of this store: statistics every process adds to, and the model
+   * repository's state. */
+  models (): SqliteModelStore {
+    return (this.#models ??= new SqliteModelStore({
+      db: this.#db,
+      statisticsPath: this.#statisticsPath,
+      processSlot: this.#slot,
+      transaction: (change) => this.transaction(change),
+      wrote: () => { this.#wrote = true },
+      read: (use) => this.#guard(use),
+      revision: () => this.#leases.revision,
+      liveProcessSlots: () => [this.#slot, ...this.#liveUsers().map((user) => user.slot)]
+    }))
   }
 
   records (): ReadonlyMap<string, RegionRecord> {
@@ -268,7 +294,10 @@ export class SqliteStore implements RegionStore {
    * damaged lease counters found since the last check (the registry logs what this throws).
    */
   watch (check: (refresh: () => void) => void): void {
-    this.#watcher = setInterval(() => check(() => this.#refresh()), this.#checkIntervalMs).unref()
+    this.#watcher = setInterval(() => {
+      check(() => this.#refresh())
+      this.#models?.checked()
+    }, this.#checkIntervalMs).unref()
   }
 
   #refresh (): void {
@@ -288,12 +317,16 @@ export class SqliteStore implements RegionStore {
     try {
       this.#db.transaction(() => {
         this.#statements.removeUser.run(this.#userId)
-        if (this.#liveUsers().length === 0) LeaseTable.remove(this.#leaseTablePath)
+        if (this.#liveUsers().length === 0) {
+          LeaseTable.remove(this.#leaseTablePath)
+          StatisticsTable.remove(this.#statisticsPath)
+        }
       }).immediate()
     } catch {
       // Busy past its timeout, or damaged: this process's row stays, and the first process to
       // find it gone forgets it.
     } finally {
+      this.#models?.close()
       this.#leases.close()
       this.#db.close()
     }

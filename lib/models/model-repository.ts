@@ -1,0 +1,268 @@
+/**
+ * Triton's model repository extension over the model table: the index of every declared model
+ * version with its state, and the load and unload of a model (all its versions), as a client asks
+ * for them. The repository's state lives in the table's store: with a shared registry, in the
+ * store every process of the service reads, so a model one process unloads is unloaded in all of
+ * them, each running its own hooks (`load`, `unload` of the declaration) for its own copy.
+ *
+ * Every model starts loaded (the host loaded it when it declared it). An unloaded model answers
+ * Triton's errors for requests (`... has no available versions`, `... is not at ready state`) and
+ * is not ready; it does not keep the server from being ready, as in Triton.
+ */
+import type { ModelLoadOverrides, ModelState, RepositoryIndexEntry } from '../../types/models'
+import * as errors from '../errors'
+import type { ModelRecord, ModelStore } from '../store/model-store'
+import type { ModelDeclaration } from './declaration'
+
+export interface ModelRepositoryOptions {
+  /**
+   * Hand a load request's `config` and `file:<version>/<name>` parameters to the model's `load`
+   * hook. They are code for the server to run (a model file is a program for its runtime): off by
+   * default, and a load that carries them is refused (403, PERMISSION_DENIED).
+   */
+  allowOverrides?: boolean
+}
+
+/** What the repository keeps of each version of the table. */
+export interface VersionState {
+  readonly version: string
+  readonly declaration: ModelDeclaration
+  /** The host's readiness (`ModelTable.setReady`). */
+  ready: boolean
+  /** Loaded in this process, as the repository's last load or unload left it. */
+  loaded: boolean
+  /** Its `load` hook is running here, and it was not served before: requests wait for it. */
+  loading: boolean
+  /** Why it is not loaded here (`unloaded`, or the failure of its load); '' when it is. */
+  reason: string
+  /** Requests for the version in flight in this process. */
+  inFlight: number
+  /** Called once `inFlight` falls to 0 (an unload waiting to run its hook). */
+  drained: (() => void) | undefined
+}
+
+/** A version requests are served by. */
+export const serving = (version: VersionState): boolean => version.loaded && !version.loading && version.ready
+
+/** The reason Triton gives an unloaded model. */
+export const UNLOADED = 'unloaded'
+
+/** What this process applied of a model's record. */
+interface AppliedRecord {
+  loaded: boolean
+  generation: number
+  reason: string
+  /** The model's hooks, one after the other. */
+  tasks: Promise<void>
+}
+
+/** A hook that threw: its version, and its message (the reason Triton records). */
+class HookFailure {
+  constructor (readonly version: string, readonly reason: string) {}
+}
+
+const reasonOf = (error: unknown) => error instanceof Error ? error.message : String(error)
+
+/** The part of a pino / Fastify logger hook failures in other processes' loads are logged to. */
+export interface RepositoryLogger {
+  error(object: object, message: string): void
+}
+
+export class ModelRepository {
+  readonly #versionsOf: (name: string) => VersionState[] | undefined
+  readonly #names: () => string[]
+  readonly #allowOverrides: boolean
+  readonly #log: RepositoryLogger | undefined
+  #store: ModelStore
+  /** The store's version applied here. */
+  #seen: number
+  readonly #states = new Map<string, AppliedRecord>()
+  /** Loads running here of models that were not served: their requests wait for them. */
+  readonly #loading = new Map<string, Promise<void>>()
+
+  constructor (store: ModelStore, versionsOf: (name: string) => VersionState[] | undefined, names: () => string[],
+    options: ModelRepositoryOptions = {}, log?: RepositoryLogger) {
+    this.#store = store
+    this.#seen = store.version
+    this.#versionsOf = versionsOf
+    this.#names = names
+    this.#allowOverrides = options.allowOverrides === true
+    this.#log = log
+  }
+
+  /** Keeps the repository's state in `store` from now on (a shared registry's), and applies what
+   * it holds. A load recorded there without overrides is the one the host made at startup. */
+  attach (store: ModelStore): void {
+    this.#store = store
+    for (const record of store.records().values()) {
+      if (record.loaded && record.overrides === undefined) this.#state(record.name).generation = record.generation
+    }
+    this.#seen = Number.NaN
+    this.sync()
+    store.onCheck(() => this.sync())
+  }
+
+  #state (name: string): AppliedRecord {
+    let state = this.#states.get(name)
+    if (state === undefined) this.#states.set(name, state = { loaded: true, generation: 0, reason: '', tasks: Promise.resolve() })
+    return state
+  }
+
+  /** Applies the loads and unloads other processes recorded since the last call (cheap when none). */
+  sync (): void {
+    const records = this.#store.records()
+    if (this.#store.version === this.#seen) return
+    this.#seen = this.#store.version
+    for (const record of records.values()) this.#apply(record)
+  }
+
+  #apply (record: ModelRecord): void {
+    const versions = this.#versionsOf(record.name)
+    if (versions === undefined) return
+    const state = this.#state(record.name)
+    if (!record.loaded) {
+      if (!state.loaded && state.reason === record.reason) return
+      const wasLoaded = state.loaded
+      Object.assign(state, { loaded: false, reason: record.reason })
+      for (const version of versions) Object.assign(version, { loaded: false, loading: false, reason: record.reason })
+      if (wasLoaded) this.#unloadHere(record.name, versions)
+      return
+    }
+    if (state.loaded && state.generation === record.generation) return
+    Object.assign(state, { loaded: true, generation: record.generation, reason: '' })
+    this.#loadHere(record.name, versions, record.overrides ?? { files: {} }).catch((failure: HookFailure) => {
+      this.#log?.error({ model: record.name, version: failure.version, reason: failure.reason },
+        'a model loaded by another process of the service failed to load in this one')
+    })
+  }
+
+  /** Runs the versions' load hooks here; versions without one are loaded at once. Rejects with
+   * the first `HookFailure`, once every hook ran. */
+  #loadHere (name: string, versions: VersionState[], overrides: ModelLoadOverrides): Promise<void> {
+    const hooked = versions.filter((version) => version.declaration.load !== undefined)
+    for (const version of versions) {
+      const waits = hooked.includes(version) && !version.loaded
+      Object.assign(version, { loaded: true, loading: version.loading || waits, reason: '' })
+    }
+    if (hooked.length === 0) return Promise.resolve()
+    const task = this.#enqueue(name, async () => {
+      let failure: HookFailure | undefined
+      for (const version of hooked) {
+        try {
+          await version.declaration.load?.(version.version, overrides)
+        } catch (error) {
+          failure ??= new HookFailure(version.version, reasonOf(error))
+          Object.assign(version, { loaded: false, reason: reasonOf(error) })
+        } finally {
+          version.loading = false
+        }
+      }
+      if (failure !== undefined) throw failure
+    })
+    if (hooked.some((version) => version.loading)) {
+      const waited = task.catch(() => {})
+      this.#loading.set(name, waited)
+      waited.finally(() => { if (this.#loading.get(name) === waited) this.#loading.delete(name) })
+    }
+    return task
+  }
+
+  /** Runs the versions' unload hooks here, each once its requests in flight here have ended. */
+  #unloadHere (name: string, versions: VersionState[]): void {
+    const hooked = versions.filter((version) => version.declaration.unload !== undefined)
+    if (hooked.length === 0) return
+    this.#enqueue(name, async () => {
+      for (const version of hooked) {
+        if (version.inFlight > 0) await new Promise<void>((resolve) => { version.drained = resolve })
+        try {
+          await version.declaration.unload?.(version.version)
+        } catch (error) {
+          // The model is unloaded all the same: no request reaches it any more.
+          this.#log?.error({ model: name, version: version.version, reason: reasonOf(error) }, 'a model version failed to unload')
+        }
+      }
+    }).catch(() => {})
+  }
+
+  /** Runs `task` after the model's earlier hooks, whatever their outcome. */
+  #enqueue (name: string, task: () => Promise<void>): Promise<void> {
+    const state = this.#state(name)
+    const run = state.tasks.then(task)
+    state.tasks = run.catch(() => {})
+    return run
+  }
+
+  /** The load running here that requests for `name` must wait for, if any. */
+  loadingOf (name: string): Promise<void> | undefined {
+    return this.#loading.size === 0 ? undefined : this.#loading.get(name)
+  }
+
+  /** Whether the model is unloaded because a client (or the host) asked: it does not keep the
+   * server from being ready. */
+  unloadedOnRequest (name: string): boolean {
+    const state = this.#states.get(name)
+    return state !== undefined && !state.loaded && state.reason === UNLOADED
+  }
+
+  /** Every version of every model, by name then version, with its state (only the ready ones
+   * if `readyOnly`). */
+  index (readyOnly: boolean): RepositoryIndexEntry[] {
+    this.sync()
+    const entries: RepositoryIndexEntry[] = []
+    for (const name of [...this.#names()].sort()) {
+      for (const version of this.#versionsOf(name) as VersionState[]) {
+        const entry = { name, version: version.version, ...stateOf(version) }
+        if (!readyOnly || entry.state === 'READY') entries.push(entry)
+      }
+    }
+    return entries
+  }
+
+  /**
+   * Loads (or reloads) every version of a declared model, in every process of the service: here
+   * first (its `load` hooks, awaited), then recorded for the others. An unknown model is Triton's
+   * INTERNAL `failed to load '<m>', failed to poll from model repository`; overrides are refused
+   * unless allowed; a hook that throws fails the load (`load failed for model ...`) and leaves
+   * the model unavailable everywhere, with the hook's message as its reason.
+   */
+  async load (name: string, overrides: ModelLoadOverrides = { files: {} }): Promise<void> {
+    this.sync()
+    const versions = this.#versionsOf(name)
+    if (versions === undefined) throw errors.loadUnknownModel(name)
+    const overriding = overrides.config !== undefined || Object.keys(overrides.files).length > 0
+    if (overriding && !this.#allowOverrides) {
+      throw errors.loadOverridesRefused(name, 'this server takes no model configuration or files with a load request ' +
+        '(they are code for the server to run): its host did not allow them')
+    }
+    if (overriding && versions.some((version) => version.declaration.load === undefined)) {
+      throw errors.loadOverridesRefused(name, `model '${name}' has no load hook to take a configuration or files`)
+    }
+    const state = this.#state(name)
+    try {
+      await this.#loadHere(name, versions, overrides)
+    } catch (failure) {
+      const { version, reason } = failure as HookFailure
+      // Versions loaded by this attempt are unloaded with the others.
+      state.loaded = true
+      this.#apply(this.#store.write(name, { loaded: false, reason }))
+      throw errors.loadFailed(name, version, reason)
+    }
+    const record = this.#store.write(name, { loaded: true, reason: '', ...(overriding && { overrides }) })
+    Object.assign(state, { loaded: true, generation: record.generation, reason: '' })
+  }
+
+  /** Unloads every version of a model, in every process of the service: requests for it are
+   * refused at once; each process runs its `unload` hooks once its requests in flight end. An
+   * unknown model is a success, as in Triton. */
+  unload (name: string): void {
+    this.sync()
+    if (this.#versionsOf(name) === undefined) return
+    this.#apply(this.#store.write(name, { loaded: false, reason: UNLOADED }))
+  }
+}
+
+function stateOf (version: VersionState): { state: ModelState, reason?: string } {
+  if (serving(version)) return { state: 'READY' }
+  if (version.loading) return { state: 'LOADING' }
+  return { state: 'UNAVAILABLE', reason: version.loaded ? 'not ready' : version.reason }
+}

@@ -1,0 +1,82 @@
+/**
+ * What the model table keeps where every process of a service sees it: each model version's
+ * statistics cells (see statistics-table.ts for their layout), and the model repository's state
+ * (which models a load or an unload request left loaded or not). Two stores: the table's own, in
+ * this process (the default), and a shared registry's (sqlite-model-store.ts).
+ */
+import type { ModelLoadOverrides } from '../../types/models'
+import { BLOCK_CELLS } from './statistics-table'
+
+/** The statistics cells of one model version. */
+export interface VersionCells {
+  /** This process's cells, which it alone writes. */
+  readonly own: Float64Array
+  /** The cells of every process that served the version, this one's included, dead ones too. */
+  all(): Float64Array[]
+  /** The cells of the processes alive now (a gauge of a dead process is not current). */
+  live(): Float64Array[]
+}
+
+export type LoadOverrides = ModelLoadOverrides
+
+/** A model's state after the last load or unload request (models never asked about have none). */
+export interface ModelRecord {
+  readonly name: string
+  readonly loaded: boolean
+  /** Counts the loads that succeeded: a process that applied an older one loads again. */
+  readonly generation: number
+  /** Why an unloaded model is not loaded: `unloaded`, or the failure of its last load. */
+  readonly reason: string
+  /** What the last load asked for, if anything beyond the name. */
+  readonly overrides?: LoadOverrides
+}
+
+export type NewModelRecord = Omit<ModelRecord, 'name' | 'generation'>
+
+export interface ModelStore {
+  /** Whether other processes share this store. */
+  readonly shared: boolean
+  cells(name: string, version: string): VersionCells
+  /** The current records by name: a shared store first checks, cheaply, whether another process
+   * changed them. */
+  records(): ReadonlyMap<string, ModelRecord>
+  /** Changes whenever `records()` would return different records. */
+  readonly version: number
+  /** Records a model's new state for every process (a load bumps its generation). */
+  write(name: string, record: NewModelRecord): ModelRecord
+  /** Calls `listener` now and then while the store is open, so that a process that serves no
+   * request still applies other processes' loads and unloads. */
+  onCheck(listener: () => void): void
+}
+
+/** A table's own store: its cells and records in this process. */
+export class MemoryModelStore implements ModelStore {
+  readonly shared = false
+  readonly #cells = new Map<string, VersionCells>()
+  readonly #records = new Map<string, ModelRecord>()
+  version = 0
+
+  cells (name: string, version: string): VersionCells {
+    const key = `${version}:${name}`
+    let cells = this.#cells.get(key)
+    if (cells === undefined) {
+      const own = new Float64Array(BLOCK_CELLS)
+      this.#cells.set(key, cells = { own, all: () => [own], live: () => [own] })
+    }
+    return cells
+  }
+
+  records (): ReadonlyMap<string, ModelRecord> {
+    return this.#records
+  }
+
+  write (name: string, record: NewModelRecord): ModelRecord {
+    const generation = (this.#records.get(name)?.generation ?? 0) + (record.loaded ? 1 : 0)
+    const written = { name, generation, ...record }
+    this.#records.set(name, written)
+    this.version++
+    return written
+  }
+
+  onCheck (): void {}
+}
