@@ -51,7 +51,6 @@ async function runnerModel (onnxRunner: OnnxRunner, graph: Uint8Array, name: str
 }
 
 const sixteen = (at: (index: number) => number) => Array.from({ length: 16 }, (_, index) => at(index))
-const STAGES = 40
 const tick = () => new Promise((resolve) => setTimeout(resolve, 5))
 
 t.test('the runner opens the library onnxruntime-node ships, at an API version that library serves', async (t) => {
@@ -130,16 +129,6 @@ async function slowRequest (t: Test, app: Awaited<ReturnType<typeof buildInferAp
   /** Whether ORT wrote `doubled` (its last element is 2 x's). */
   const doubledWritten = () => floats(1)[rows * SLOW_COLUMNS - 1] === 2 * ((rows * SLOW_COLUMNS - 1) % 101)
   return { body, floats, doubledWritten, region: label, bytes: object.bytes }
-}
-
-/** Rows that make the slow graph run for about `ms` on this machine now (measured, never less than 64). */
-async function calibratedRows (t: Test, onnxRunner: OnnxRunner, ms: number): Promise<number> {
-  const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
-  const rows = 256
-  const { body } = await slowRequest(t, app, rows, 'runner_calibrate')
-  const start = performance.now()
-  t.equal((await infer(app, 'slow', body)).statusCode, 200, 'calibration run')
-  return Math.min(16384, Math.max(64, Math.ceil(rows * ms / (performance.now() - start))))
 }
 
 /** `check()` holding: looked at on each turn of the event loop's timers until it does. */
@@ -222,20 +211,24 @@ t.test('graph values that are not tensors are described as such, and cannot be s
 t.test('runs at once are bounded by the runner\'s concurrency; more wait their turn', async (t) => {
   for (const concurrency of [1, 2]) {
     const onnxRunner = runner(t, { concurrency })
-    const rows = await calibratedRows(t, onnxRunner, 400)
-    const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
-    const first = await slowRequest(t, app, rows, `runner_first_${concurrency}`)
-    const second = await slowRequest(t, app, rows, `runner_second_${concurrency}`)
-    const firstRun = { done: false }
-    const firstResponse = infer(app, 'slow', first.body).finally(() => { firstRun.done = true })
-    while (!first.doubledWritten()) await tick()
-    const secondResponse = infer(app, 'slow', second.body)
-    let secondStartedBeforeFirstEnded = false
-    while (!firstRun.done) {
-      await tick()
-      if (second.doubledWritten() && !firstRun.done) secondStartedBeforeFirstEnded = true
+    const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, gatedGraph(), 'gated')])
+    const first = await gatedRequest(t, app, 64, `runner_first_${concurrency}`)
+    const second = await gatedRequest(t, app, 64, `runner_second_${concurrency}`)
+    const firstResponse = infer(app, 'gated', first.body)
+    await until(first.doubledWritten, 'the first run to start')
+    const secondResponse = infer(app, 'gated', second.body)
+    await until(() => onnxRunner.inFlight === 2, 'the second request to reach the runner')
+    if (concurrency === 2) {
+      await until(second.doubledWritten, 'the second run to start beside the first')
+      t.pass('concurrency 2: the second run ran beside the first')
+    } else {
+      // The first run goes on until stop(): for as long as it does, the second may not start.
+      for (let ticks = 0; ticks < 20; ticks++) await tick()
+      t.notOk(second.doubledWritten(), 'concurrency 1: the second run waits while the first goes on')
     }
-    t.equal(secondStartedBeforeFirstEnded, concurrency === 2, `concurrency ${concurrency}: the second run ${concurrency === 2 ? 'ran beside' : 'waited for'} the first`)
+    first.stop()
+    await until(second.doubledWritten, 'the second run to start')
+    second.stop()
     t.same([(await firstResponse).statusCode, (await secondResponse).statusCode], [200, 200])
     t.equal(onnxRunner.inFlight, 0)
   }
@@ -337,21 +330,22 @@ t.test('ORT\'s refusals and what the runner cannot take are 400s; bad options an
 
 t.test('close waits for the runs in flight, then refuses new ones (503) and new models', async (t) => {
   const onnxRunner = new OnnxRunner()
-  const rows = await calibratedRows(t, onnxRunner, 400)
-  const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, slowGraph(STAGES), 'slow')])
-  const { body, floats, doubledWritten } = await slowRequest(t, app, rows, 'runner_close')
-  const response = infer(app, 'slow', body)
-  while (!doubledWritten()) await tick()
+  const { app } = await buildInferApp(t, [await runnerModel(onnxRunner, gatedGraph(), 'gated')])
+  const { body, floats, doubledWritten, stop } = await gatedRequest(t, app, 64, 'runner_close')
+  const response = infer(app, 'gated', body)
+  await until(doubledWritten, 'the run to start')
   t.equal(onnxRunner.inFlight, 1)
   let closed = false
   const closing = onnxRunner.close().then(() => { closed = true })
-  await tick()
+  // The run goes on until stop(): for as long as it does, close may not end.
+  for (let ticks = 0; ticks < 20; ticks++) await tick()
   t.notOk(closed, 'close is still waiting')
-  await closing
+  stop()
+  await bounded(closing, 'close to end once its run did')
   t.equal(onnxRunner.inFlight, 0, 'the run in flight ended first')
   t.ok(floats(2).every((value, index) => value === 2 * floats(0)[index]), 'having written its last output')
   t.equal((await response).statusCode, 200, 'and was answered in full')
-  assertError(t, await infer(app, 'slow', body), 503, 'the ONNX runner is closed: the server is shutting down')
+  assertError(t, await infer(app, 'gated', body), 503, 'the ONNX runner is closed: the server is shutting down')
   await t.rejects(onnxRunner.load(simpleGraph()), { message: 'the ONNX runner is closed' })
 
   // A model still loading when its runner closes is ended, and refused.
@@ -364,27 +358,29 @@ t.test('close waits for the runs in flight, then refuses new ones (503) and new 
 
 t.test('a client that leaves mid-run: its leases outlive the reply until ORT is done, and its run is stopped', async (t) => {
   const onnxRunner = runner(t)
-  const rows = await calibratedRows(t, onnxRunner, 1500)
   let leasesAfterClose = -1
-  const model = await runnerModel(onnxRunner, slowGraph(STAGES), 'slow')
-  const { app, seen } = await buildInferApp(t, [model])
-  const { body, floats, doubledWritten, region } = await slowRequest(t, app, rows, 'runner_leaves')
+  const { app, seen } = await buildInferApp(t, [await runnerModel(onnxRunner, gatedGraph(), 'gated')])
+  const { body, floats, doubledWritten, region, stop } = await gatedRequest(t, app, 64, 'runner_leaves')
   await app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = app.server.address() as { port: number }
 
-  const request = http.request({ port, host: '127.0.0.1', method: 'POST', path: inferUrl('slow'), headers: { 'content-type': 'application/json' } })
+  const request = http.request({ port, host: '127.0.0.1', method: 'POST', path: inferUrl('gated'), headers: { 'content-type': 'application/json' } })
   request.on('error', () => {})
   request.end(JSON.stringify(body))
-  while (!doubledWritten()) await tick()
+  await until(doubledWritten, 'the run to start')
   // The reply's close ends the request's own hold on its leases; the run's hold keeps them.
   seen[0].signal.addEventListener('abort', () => queueMicrotask(() => { leasesAfterClose = app.systemSharedMemory.counters().liveLeases }))
-  const left = performance.now()
   request.destroy()
-  await bounded((async () => { while (app.systemSharedMemory.counters().liveLeases > 0) await tick() })(), 'the run to end')
-  t.equal(leasesAfterClose, 3, 'after the reply closed, the run still held its three leases')
-  t.ok(performance.now() - left < 1000, 'the run stopped soon after the client left')
+  try {
+    // Only stop() or the run being stopped ends it: it ending here is the stop.
+    await until(() => app.systemSharedMemory.counters().liveLeases === 0, 'the run to be stopped')
+  } finally {
+    stop()
+  }
+  t.equal(leasesAfterClose, 4, 'after the reply closed, the run still held its four leases')
   t.ok(floats(2).every((value) => value === 0), 'it was stopped before its last output was written')
   t.ok(unregisterIsImmediate(app, region), 'once it ended, nothing held the region')
+  t.equal(onnxRunner.inFlight, 0)
 })
 
 t.test('a region truncated under ORT\'s threads is caught by the fault guard: zeros are read, and the region is refused after', async (t) => {
