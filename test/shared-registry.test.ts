@@ -24,7 +24,8 @@ import { LogCapture } from './helpers/observe'
 import { storePath } from './helpers/registry-peer'
 import { makeObject, mappingsOf, PAGE_SIZE, shmMappings, writeObjectFile } from './helpers/shm'
 import { createObject, MappedRange, unlinkObject } from '../lib/addon/posix-shm'
-import { bounded, whenEvent } from './helpers/sync'
+import { bounded, PATIENCE_MS, whenEvent } from './helpers/sync'
+import { startCommandChild } from './helpers/command-child'
 
 /** A registry on the store at `store`, closed when the test ends. */
 function user (t: Test, store: string, options: RegistryOptions = {}): Registry {
@@ -45,6 +46,8 @@ function twoUsers (t: Test, label: string): { a: Registry, b: Registry, key: str
   const store = storePath(t)
   return { a: user(t, store), b: user(t, store), key: makeObject(t, PAGE_SIZE, label) }
 }
+
+const STORE_WRITER = path.join(__dirname, 'fixtures', 'store-writer.ts')
 
 const names = (registry: SystemSharedMemoryRegistry) => registry.status().map((region) => region.name)
 
@@ -371,6 +374,28 @@ t.test('the store file is private, and a path that cannot be a store fails with 
   t.teardown(() => app.close())
   await t.rejects(async () => app.register(fastifyTritonShm, { sharedRegistry: { path: corrupt } }).ready(), { message: /file is not a database/ },
     'the plugin fails app.ready()')
+})
+
+t.test('processes opening a new store together: each waits its turn to turn the write-ahead log on', async (t) => {
+  // Converting the file needs the write lock, and SQLite refuses it at once (no busy wait) to a
+  // process holding a read lock while another holds the write lock: as workers of a cluster
+  // starting together do. Another program holding the write lock of a new file stands in for them.
+  const store = storePath(t)
+  writeFileSync(store, '', { mode: 0o600 })
+  const writer = await startCommandChild(t, STORE_WRITER, [store], 'the store writer')
+  // Held long enough for a loaded machine to come to the open well before it ends; waited for far longer.
+  t.same(await writer.send({ hold: 3000 }), { result: 'held' })
+  const registry = user(t, store, { sharedRegistry: { path: store, busyTimeoutMs: 30_000 } })
+  t.same(registry.status(), [], 'opened once the lock was free')
+  t.equal(connect(t, store).pragma('journal_mode', { simple: true }), 'wal', 'with the write-ahead log on')
+
+  const busy = storePath(t)
+  writeFileSync(busy, '', { mode: 0o600 })
+  const holder = await startCommandChild(t, STORE_WRITER, [busy], 'the store writer')
+  t.same(await holder.send({ hold: PATIENCE_MS }), { result: 'held' })
+  t.throws(() => user(t, busy, { sharedRegistry: { path: busy, busyTimeoutMs: 50 } }),
+    { code: 'ERR_SHM_STORE_OPEN_FAILED', message: `fastify-triton-shm: cannot open the shared registry store '${busy}': database is locked` },
+    'a lock held past the busy timeout fails the open, naming the store')
 })
 
 t.test('a busy store: the request gets a clean 500 and nothing changes; what must wait is done later', async (t) => {

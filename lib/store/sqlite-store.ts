@@ -61,6 +61,27 @@ function createPrivately (path: string): void {
   closeSync(openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600))
 }
 
+/** How long a process opening the store pauses between tries to turn its write-ahead log on. */
+const WAL_RETRY_MS = 10
+const pause = new Int32Array(new SharedArrayBuffer(4))
+
+/** Turns the write-ahead log on (it stays on in the file). Processes opening a new store together
+ * each hold a read lock and want the write lock to convert the file: SQLite answers all but one
+ * SQLITE_BUSY at once, without waiting (waiting could deadlock), so this tries again until the
+ * busy timeout has passed. The others find the log on, which needs only a read. */
+function useWriteAheadLog (db: Database, busyTimeoutMs: number): void {
+  const giveUpAt = Date.now() + busyTimeoutMs
+  for (;;) {
+    try {
+      db.pragma('journal_mode = WAL')
+      return
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() >= giveUpAt) throw error
+      Atomics.wait(pause, 0, 0, WAL_RETRY_MS)
+    }
+  }
+}
+
 /** Creates the tables, or brings an existing store's up to date. A store made before regions
  * recorded their object gains the column: a record without one (written by an earlier version
  * still running) matches no object, so only the processes that mapped it at registration serve it. */
@@ -117,7 +138,7 @@ export class SqliteStore implements RegionStore {
     try {
       createPrivately(path)
       db = new Driver(path, { timeout: busyTimeoutMs })
-      db.pragma('journal_mode = WAL')
+      useWriteAheadLog(db, busyTimeoutMs)
       // Commits need no fsync: the registry lives no longer than the processes that share it.
       db.pragma('synchronous = NORMAL')
       db.transaction(() => createSchema(db as Database)).immediate()
