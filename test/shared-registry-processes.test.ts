@@ -14,11 +14,13 @@ import t, { type Test } from 'tap'
 import { Registry } from '../lib/registry/registry'
 import { PROCESS_SLOTS } from '../lib/store/lease-table'
 import { registerBody, SYSTEM } from './helpers/app'
-import { type RegistryPeer, type Reply, startPeer, storePath } from './helpers/registry-peer'
+import type { Reply } from './helpers/command-child'
+import { type RegistryPeer, startPeer, storePath } from './helpers/registry-peer'
 import { createObject, unlinkObject } from '../lib/addon/posix-shm'
 import { LogCapture } from './helpers/observe'
 import { makeObject, mappingsOf, objectPath, PAGE_SIZE, writeObjectFile } from './helpers/shm'
 import { bounded, whenEvent } from './helpers/sync'
+import { killGroup } from './helpers/process-group'
 
 const CLUSTER = path.join(__dirname, 'fixtures', 'shared-registry-cluster.ts')
 
@@ -239,10 +241,12 @@ async function startCluster (t: Test, store: string, workers: number): Promise<n
   })
   const exited = once(primary, 'exit')
   t.teardown(async () => {
-    process.kill(-(primary.pid as number), 'SIGKILL') // the primary and its workers
+    killGroup(primary.pid as number) // the primary and its workers
     await exited
   })
-  const [line] = await bounded(once(createInterface({ input: primary.stdout }), 'line'), 'the cluster listening')
+  const ended = exited.then(([code]) => { throw new Error(`the cluster ended (exit code ${code}) before listening`) })
+  ended.catch(() => {}) // a rejection only while the line is awaited
+  const [line] = await bounded(Promise.race([once(createInterface({ input: primary.stdout }), 'line'), ended]), 'the cluster listening')
   return JSON.parse(line).port
 }
 
