@@ -216,6 +216,13 @@ export const contentsMismatch = invalid('ERR_SHM_CONTENTS_MISMATCH', (input: str
   `contents of input '${input}' do not match its datatype ${datatype}: ` +
   (field === undefined ? 'send it as raw_input_contents or in shared memory' : `set '${field}' only`))
 
+export const malformedMessage = invalid('ERR_SHM_MALFORMED_MESSAGE', (message: string, reason: string) =>
+  `the ${message} message is not valid protobuf: ${reason}`)
+
+export const messageTooCostly = invalid('ERR_SHM_MESSAGE_TOO_COSTLY', (byteSize: number, decodedBytes: number, allowed: number) =>
+  `the ModelInferRequest message of ${byteSize} bytes would take ${decodedBytes} bytes once decoded, more than the ${allowed} ` +
+  'the server allows for it: send tensors as raw_input_contents or in shared memory')
+
 // Inference requests (KServe V2, SPEC section 4)
 
 const tensorFields = (fields: string[]) => fields.map((field) => `'${field}'`).join(' ')
@@ -277,6 +284,16 @@ export const jsonResponseTooLarge = invalid('ERR_SHM_JSON_RESPONSE_TOO_LARGE', (
 export const outputTooLarge = invalid('ERR_SHM_OUTPUT_TOO_LARGE', (output: string, maxBytes: number) =>
   `output '${output}' is too large to send as binary data (a response holds at most ${maxBytes} bytes of ` +
   'tensor data outside shared memory): ask for it in shared memory')
+
+// What all requests in flight hold together (the registry's `maxInFlightBytes`)
+
+export const serverBusy = answered('ERR_SHM_SERVER_BUSY', 'exhausted', (held: number, maxBytes: number, needed: number) =>
+  `the server holds ${held} bytes for requests in flight, of its limit of ${maxBytes}: this request needs ${needed} more. ` +
+  'Try again later')
+
+export const inFlightTooLarge = invalid('ERR_SHM_IN_FLIGHT_TOO_LARGE', (needed: number, maxBytes: number) =>
+  `this request needs ${needed} bytes in flight, more than the server holds for all requests together (${maxBytes}): ` +
+  'send tensors in shared memory')
 
 export const invalidInferRequest = invalid('ERR_SHM_INVALID_INFER_REQUEST', (reason: string) =>
   `Unable to parse inference request: ${reason}`)
@@ -364,6 +381,46 @@ export const repositoryNameUnsupported = answered('ERR_SHM_REPOSITORY_NAME_UNSUP
 export const invalidRepositoryRequest = invalid('ERR_SHM_INVALID_REPOSITORY_REQUEST', (reason: string) =>
   `failed to parse the request JSON buffer: ${reason}`)
 
+// Sequences, decoupled models and streams (Triton's sequence extension, ModelStreamInfer): Triton's texts
+
+/** A request's flags over HTTP that are not of their type (Triton's TritonJson reads them). */
+export const unparsableRequestParameter = invalid('ERR_SHM_UNPARSABLE_REQUEST_PARAMETER', (parameter: string, reason: string) =>
+  `Unable to parse '${parameter}': ${reason}`)
+
+/** Over gRPC, a request parameter of the wrong type. */
+export const invalidRequestParameterType = invalid('ERR_SHM_INVALID_REQUEST_PARAMETER_TYPE', (parameter: string, expected: string) =>
+  `invalid value type for '${parameter}' parameter, expected ${expected}.`)
+
+export const reservedParameter = invalid('ERR_SHM_RESERVED_PARAMETER', (allowed?: string[]) => allowed === undefined
+  ? "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."
+  : "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with 'triton_' are " +
+    `allowed: ${allowed.join(' ')}`)
+
+export const correlationIdTooLong = answered('ERR_SHM_CORRELATION_ID_TOO_LONG', 'unsupported', () =>
+  'string correlation ID cannot be longer than 128 characters')
+
+export const missingCorrelationId = invalid('ERR_SHM_MISSING_CORRELATION_ID', (model: string) =>
+  `inference request to model '${model}' must specify a non-zero or non-empty correlation ID`)
+
+export const sequenceNotStarted = invalid('ERR_SHM_SEQUENCE_NOT_STARTED', (correlationId: string, model: string) =>
+  `inference request for sequence ${correlationId} to model '${model}' must specify the START flag on the first request of the sequence`)
+
+export const sequenceBatchSize = invalid('ERR_SHM_SEQUENCE_BATCH_SIZE', (model: string) =>
+  `inference request to model '${model}' must specify batch-size 1 due to requirements of sequence batcher`)
+
+/** Triton names the request (`[request id: <id>] `, `<id_unknown>` without one). */
+export const correlationIdDatatype = invalid('ERR_SHM_CORRELATION_ID_DATATYPE',
+  (requestId: string | undefined, control: string, received: string, model: string, expected: string) =>
+    `[request id: ${requestId === undefined || requestId === '' ? '<id_unknown>' : requestId}] sequence batching control '${control}' ` +
+    `data-type is '${received}', but model '${model}' expects '${expected}'`)
+
+/** A decoupled model over a call that carries one response; `endpoint`: Triton's words for it. */
+export const decoupledNotSupported = answered('ERR_SHM_DECOUPLED_NOT_SUPPORTED', 'unsupported', (endpoint: 'HTTP end point' | 'ModelInfer RPC') =>
+  `${endpoint} doesn't support models with decoupled transaction policy`)
+
+export const streamShuttingDown = answered('ERR_SHM_STREAM_SHUTTING_DOWN', 'unavailable', () =>
+  'GRPC server is shutting down and has stopped accepting new requests.')
+
 // The shared registry (sharedRegistry option)
 
 const STORE_FAILED = answered('ERR_SHM_STORE_FAILED', 'internal', () => 'the shared memory registry is unavailable, try again')
@@ -397,6 +454,12 @@ export const noSuchInput = usage('ERR_SHM_NO_SUCH_INPUT', (model: string, input:
 export const noSuchOutput = usage('ERR_SHM_NO_SUCH_OUTPUT', (model: string, output: string) => `model '${model}' has no output '${output}'`)
 
 export const outputNotProduced = usage('ERR_SHM_OUTPUT_NOT_PRODUCED', (output: string) => `the model did not produce output '${output}'`)
+
+export const notDecoupled = usage('ERR_SHM_NOT_DECOUPLED', (model: string) =>
+  `model '${model}' is not decoupled: its run fills the outputs of its one response, and infer.send() is for decoupled models`)
+
+export const responseAfterFinal = usage('ERR_SHM_RESPONSE_AFTER_FINAL', (model: string) =>
+  `model '${model}' sent a response after its final one, or after its run ended`)
 
 export const notATensor = usage('ERR_SHM_ONNX_NOT_A_TENSOR', (value: string) =>
   `graph value '${value}' is not a tensor: only tensors can be served`)

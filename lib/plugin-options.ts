@@ -30,7 +30,8 @@ export interface FastifyTritonShmOptions extends Omit<RegistryOptions, 'logger'>
   openapi?: OpenApiOptions
 }
 
-const optionsSchema = {
+/** The plugin's options, as the validator checks them (the README's table lists each). */
+export const pluginOptionsSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
@@ -41,6 +42,7 @@ const optionsSchema = {
     restrictedApi: restrictedApiSchema,
     allowKey: { keyRule: true },
     reservedKeyPrefixes: { type: 'array', items: { type: 'string', minLength: 1 } },
+    maxInFlightBytes: positiveInteger,
     limits: {
       type: 'object',
       additionalProperties: false,
@@ -77,7 +79,7 @@ const optionsSchema = {
   }
 }
 
-const problemOf = validatorOf(optionsSchema)
+const problemOf = validatorOf(pluginOptionsSchema)
 
 /** Returns the options if they are valid; throws `ERR_SHM_INVALID_OPTION` naming the wrong one otherwise. */
 export function checkPluginOptions<Options extends FastifyTritonShmOptions> (options: Options): Options {

@@ -3,11 +3,14 @@
  * commands a fresh clone runs), every relative link of the README, CONTRIBUTING.md, SECURITY.md,
  * CHANGELOG.md and docs/*.md points at a file of the repository that exists (and, with an anchor
  * into a Markdown page, at one of its headings), and every page of docs/ is linked from the
- * README's index and links back to it.
+ * README's index and links back to it, and the README's options tables list every option the two
+ * plugins take, and no other.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
+import { modelsOptionsSchema } from '../lib/http/models-options'
+import { pluginOptionsSchema } from '../lib/plugin-options'
 
 const root = path.join(__dirname, '..')
 const MAX_README_LINES = 400
@@ -131,4 +134,47 @@ t.test('the link checker itself: code is no link, anchors follow GitHub\'s headi
   t.equal(brokenLink('README.md', 'docs/nowhere.md'), path.join('docs', 'nowhere.md') + ' does not exist')
   t.match(brokenLink('README.md', 'SECURITY.md#nowhere'), /has no heading #nowhere/)
   t.equal(brokenLink('README.md', '#license'), undefined)
+})
+
+interface OptionSchema { properties?: Record<string, OptionSchema>, [keyword: string]: unknown }
+
+/** Every option a schema takes, nested ones by their dotted path (`limits.maxRegions`), each
+ * object with properties also by its own name. */
+function optionPaths (schema: OptionSchema, parent = ''): string[] {
+  return Object.entries(schema.properties ?? {}).flatMap(([name, property]) => {
+    const option = parent === '' ? name : `${parent}.${name}`
+    return [option, ...optionPaths(property, option)]
+  })
+}
+
+/** The options a README table under `heading` names: the code spans of its rows' first cells
+ * (`beforeRun(request, infer)` is `beforeRun`). */
+function documentedOptions (markdown: string, heading: string): string[] {
+  const lines = markdown.split('\n')
+  if (!lines.includes(heading)) throw new Error(`no heading ${heading}`)
+  const after = lines.slice(lines.indexOf(heading) + 1)
+  const first = after.findIndex((line) => line.startsWith('|'))
+  const end = after.findIndex((line, index) => index > first && !line.startsWith('|'))
+  const rows = after.slice(first + 2, end) // after the header and its delimiter row
+  return rows.flatMap((row) => [...row.split('|')[1].matchAll(/`([^`]+)`/g)].map(([, name]) => name.replace(/\(.*\)$/, '')))
+}
+
+/** What the table misses of the schema (an option neither listed nor under a listed one), and what it lists that the schema does not take. */
+function optionsDrift (schema: OptionSchema, documented: string[]) {
+  const options = optionPaths(schema)
+  const covered = (option: string) => documented.some((name) => option === name || option.startsWith(`${name}.`))
+  const leaves = options.filter((option) => !options.some((other) => other.startsWith(`${option}.`)))
+  return { missing: leaves.filter((option) => !covered(option)), unknown: documented.filter((name) => !options.includes(name)) }
+}
+
+t.test('the README\'s options tables list every option of the plugin and of kserveModels, and no other', async (t) => {
+  const readme = read('README.md')
+  const plugin = documentedOptions(readme, '### Plugin options')
+  const models = documentedOptions(readme, '### `kserveModels` options')
+  t.ok(plugin.length > 10 && models.length > 10, 'both tables are found')
+  t.throws(() => documentedOptions(readme, '### Another heading'), /no heading/, 'a heading that is gone fails the test')
+  t.same(optionsDrift(pluginOptionsSchema, plugin), { missing: [], unknown: [] }, 'the plugin\'s options')
+  t.same(optionsDrift(modelsOptionsSchema, models), { missing: [], unknown: [] }, 'kserveModels\' options')
+  t.same(optionsDrift({ properties: { a: {}, b: { properties: { c: {}, d: {} } } } }, ['a', 'b.c', 'e']), { missing: ['b.d'], unknown: ['e'] },
+    'the check itself: a nested option missed, an option that does not exist')
 })

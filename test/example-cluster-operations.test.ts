@@ -4,46 +4,21 @@
  * (its requests still count), Triton's metrics on METRICS_PORT, and a model unloaded and loaded
  * again through the repository extension, seen by every worker.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
-import { EventEmitter, once } from 'node:events'
+import { once } from 'node:events'
 import { rmSync } from 'node:fs'
 import path from 'node:path'
-import { createInterface } from 'node:readline'
 import t, { type Test } from 'tap'
 import type { ModelStatisticsResponse, RepositoryIndexEntry } from '../types'
 import { grpcClient } from './helpers/grpc'
-import { bounded, PATIENCE_MS, whenEvent } from './helpers/sync'
+import { ServiceLog, spawnServiceGroup } from './helpers/service-log'
+import { bounded, PATIENCE_MS } from './helpers/sync'
 
 /** Two workers each compile the example and load its models and ONNX Runtime, beside the rest of
  * the suite: the bound only ends a broken run. */
 const STARTUP_PATIENCE_MS = 5 * PATIENCE_MS
-const SERVER = path.join(__dirname, '..', 'example', 'server.ts')
 const LISTENING = /^Server listening at (http:\/\/127\.0\.0\.1:\d+)$/
 
-interface LogLine { pid: number, msg: string, port?: number, workerPid?: number, store?: string, req?: { url: string } }
-
-class Service extends EventEmitter {
-  readonly lines: LogLine[] = []
-  other = ''
-
-  constructor (readonly child: ChildProcess) {
-    super()
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      try {
-        this.lines.push(JSON.parse(line) as LogLine)
-      } catch {
-        this.other += line + '\n'
-      }
-      this.emit('line')
-    })
-    child.stderr!.on('data', (chunk: Buffer) => { this.other += chunk.toString() })
-  }
-
-  async until (select: (line: LogLine) => boolean, what: string, count = 1, ms = PATIENCE_MS): Promise<LogLine[]> {
-    await whenEvent(this, 'line', () => this.lines.filter(select).length >= count, `${what}\n${this.other}`, ms)
-    return this.lines.filter(select)
-  }
-
+class Service extends ServiceLog {
   /** The pids of the workers that logged a request for `url`, from line `from` on. */
   answeredBy (from: number, url: string): Set<number> {
     return new Set(this.lines.slice(from).filter((line) => line.msg === 'incoming request' && line.req?.url === url).map((line) => line.pid))
@@ -51,18 +26,7 @@ class Service extends EventEmitter {
 }
 
 async function startService (t: Test): Promise<{ service: Service, pids: number[], baseUrl: string, grpcPort: number, metricsPort: number }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', SERVER], {
-    env: {
-      ...process.env, WORKERS: '2', HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info', _TAPJS_PROCESSINFO_COVERAGE_: '0'
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true
-  })
-  t.teardown(() => {
-    try {
-      process.kill(-child.pid!, 'SIGKILL')
-    } catch {} // the whole group has exited already
-  })
+  const child = spawnServiceGroup(t, { WORKERS: '2', METRICS_PORT: '0' })
   const service = new Service(child)
   const [start] = await service.until((line) => line.msg === 'starting workers that share one registry', 'the primary never started')
   t.teardown(() => rmSync(path.dirname(start.store!), { recursive: true, force: true })) // if the primary could not

@@ -5,87 +5,38 @@
  * pid); a worker killed with SIGKILL is replaced, and the new one serves what was registered
  * before; SIGTERM stops the workers, then the primary removes the store's directory.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
 import diagnostics from 'node:diagnostics_channel'
-import { EventEmitter, once } from 'node:events'
+import { once } from 'node:events'
 import { existsSync, readFileSync, rmSync, statSync, truncateSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
-import { createInterface } from 'node:readline'
 import { isDeepStrictEqual } from 'node:util'
 import t, { type Test } from 'tap'
 import { randomSuffix, runClient } from '../example/client'
 import { KServeClient } from '../lib/index'
 import { makeObject, removeLeftoversOnTeardown, shmLeftovers } from './helpers/shm'
-import { bounded, PATIENCE_MS, whenEvent } from './helpers/sync'
+import { ServiceLog, spawnServiceGroup } from './helpers/service-log'
+import { bounded, PATIENCE_MS } from './helpers/sync'
 
 /** Four workers each compile the example and load its models and ONNX Runtime: beside the rest of
  * the suite on two busy cores, that has taken over a minute. The bound only ends a broken run. */
 const STARTUP_PATIENCE_MS = 5 * PATIENCE_MS
 
-const SERVER = path.join(__dirname, '..', 'example', 'server.ts')
 const LISTENING = /^Server listening at (http:\/\/127\.0\.0\.1:\d+)$/
 /** Each call of the client on a connection of its own. */
 const FRESH_CONNECTIONS = { connection: 'close' }
 
-interface LogLine {
-  pid: number
-  msg: string
-  req?: { url: string, remotePort: number }
-  workerPid?: number
-  code?: number | null
-  signal?: string | null
-  store?: string
-}
-
-/** The service's process tree, and the JSON lines it logged so far. */
-class Service extends EventEmitter {
-  readonly lines: LogLine[] = []
-  /** stderr, and stdout lines that are not JSON: shown when an assertion fails. */
-  other = ''
-
-  constructor (readonly child: ChildProcess) {
-    super()
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      try {
-        this.lines.push(JSON.parse(line) as LogLine)
-      } catch {
-        this.other += line + '\n'
-      }
-      this.emit('line')
-    })
-    child.stderr!.on('data', (chunk: Buffer) => { this.other += chunk.toString() })
-  }
-
-  /** Resolves with the logged lines that `select` picks, once there are `count` of them. */
-  async until (select: (line: LogLine) => boolean, what: string, count = 1, ms = PATIENCE_MS): Promise<LogLine[]> {
-    await whenEvent(this, 'line', () => this.lines.filter(select).length >= count, `${what}\n${this.other}`, ms)
-    return this.lines.filter(select)
-  }
-
+class Service extends ServiceLog {
   /** The pids of the workers that logged the start of requests, from line `from` on. */
   requestPids (from: number): number[] {
     return this.lines.slice(from).filter((line) => line.msg === 'incoming request').map((line) => line.pid)
   }
 }
 
-/** Starts `npm run example:server`'s script as its own process group, killed whole on teardown. */
-function startService (t: Test, env: Record<string, string>): Service {
-  const child = spawn(process.execPath, ['--import', 'tsx', SERVER], {
-    // No coverage from it: tap would merge the numbers of its tsx-compiled code with this process's.
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', LOG_LEVEL: 'info', _TAPJS_PROCESSINFO_COVERAGE_: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true
-  })
-  t.teardown(() => {
-    try {
-      process.kill(-child.pid!, 'SIGKILL')
-    } catch {} // the whole group has exited already
-  })
-  return new Service(child)
-}
+/** The example service, its primary and workers, killed whole on teardown. */
+const startService = (t: Test, env: Record<string, string>): Service => new Service(spawnServiceGroup(t, env))
 
 const isRunning = (pid: number): boolean => {
   try {

@@ -2,7 +2,8 @@
  * The example KServe V2 service over a real socket: its discovery routes, Triton's
  * simple_http_shm_client flow through the package's client, deferred unregister while a slow
  * inference holds its regions, a client that aborts, the package's client (KServeClient,
- * SharedMemoryObject) on its own, and `npm run example` as a user runs it.
+ * SharedMemoryObject) on its own, `npm run example` as a user runs it, and the service's switches
+ * for client shared memory.
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -18,6 +19,8 @@ import { version } from '../package.json'
 import { buildApp } from './helpers/app'
 import { binaryBody, binaryInput, bytesOfValues, makeMappedObject, shmInput, shmOutput } from './helpers/kserve'
 import { makeObject, objectPath, removeLeftoversOnTeardown, shmLeftovers, uniqueKey, unlinkOnTeardown } from './helpers/shm'
+import { killGroup } from './helpers/process-group'
+import { startServiceProcess } from './helpers/service-process'
 import { bounded, Gate, whenEvent } from './helpers/sync'
 
 const ROOT = path.join(__dirname, '..')
@@ -67,9 +70,9 @@ t.test('discovery: server metadata, health, model metadata', async (t) => {
   t.equal(server.status, 200)
   t.match(server.type, /^application\/json/)
   t.same(server.body, {
-    name: 'fastify-triton-shm-example',
+    name: 'triton',
     version,
-    extensions: ['model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics']
+    extensions: ['sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics']
   })
 
   for (const route of ['/v2/health/live', '/v2/health/ready', '/v2/models/simple/ready', '/v2/models/simple/versions/1/ready']) {
@@ -385,7 +388,7 @@ t.test('npm run example: starts the service, runs the client, exits 0 with PASS'
   child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString() })
   const exited = once(child, 'exit')
   // Only a run that hangs is ended here: a slow machine just takes longer.
-  t.teardown(() => { if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, 'SIGKILL') })
+  t.teardown(() => killGroup(child.pid!))
   const [code] = await bounded(exited, 'npm run example did not exit') as [number | null]
   t.equal(code, 0, output)
   t.match(output, /PASS: every result checked correct/)
@@ -394,4 +397,26 @@ t.test('npm run example: starts the service, runs the client, exits 0 with PASS'
     'the service logged its registry')
   t.match(output, /service stopped/)
   t.same(shmLeftovers(suffix), [], 'no object left in /dev/shm')
+})
+
+t.test('the service as Triton without --allow-client-shm (ALLOW_CLIENT_SHM=false), and its switches checked at start', async (t) => {
+  const service = startServiceProcess(t, 256, { ALLOW_CLIENT_SHM: 'false' })
+  const baseUrl = await service.baseUrl()
+  const key = makeObject(t, 64, 'disabled')
+  const register = await post(`${baseUrl}${SYSTEM}/region/r/register`, { key, byte_size: 64 })
+  t.equal(register.status, 501)
+  t.match((await register.json() as { error: string }).error, /^Client shared memory is disabled\./, 'Triton\'s words')
+  t.equal((await post(`${baseUrl}${SYSTEM}/unregister`)).status, 501, 'unregister too, as Triton\'s test_client_shm_disabled_by_default checks')
+  t.same(await getJson(`${baseUrl}${SYSTEM}/status`), { status: 200, type: 'application/json', body: [] }, 'status stays open')
+
+  const misconfigurations: Array<[Record<string, string>, RegExp]> = [
+    [{ CLIENT_SHM_ACCESS: 'everyone' }, /option 'clientShmAccess' must be equal to one of the allowed values/],
+    [{ ALLOW_CLIENT_SHM: '0' }, /ALLOW_CLIENT_SHM must be true or false, not '0'/]
+  ]
+  for (const [env, says] of misconfigurations) {
+    const misconfigured = startServiceProcess(t, 256, env)
+    await bounded(misconfigured.exited, `a service with ${JSON.stringify(env)} did not exit`)
+    t.equal(misconfigured.exit, 'code 1', `${JSON.stringify(env)}: it does not start`)
+    t.match(misconfigured.other, says, 'and says which setting is wrong')
+  }
 })

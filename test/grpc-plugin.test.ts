@@ -8,20 +8,10 @@ import t from 'tap'
 import { inferenceService } from '../lib/grpc'
 import fastifyTritonShm from '../lib/index'
 import { grpcClient, modelTable } from './helpers/grpc'
-import { makeMappedObject, registerRegion, sumModel, type TestModel } from './helpers/kserve'
+import { heldSum, makeMappedObject, registerRegion, sumModel } from './helpers/kserve'
 
 t.test('a gRPC listener on port 0, serving the registry and the models, stopped by close', async (t) => {
-  let release: () => void = () => {}
-  let arrived: () => void = () => {}
-  const reached = new Promise<void>((resolve) => { arrived = resolve })
-  const slow: TestModel = {
-    signature: { ...sumModel().signature, name: 'slow' },
-    async execute (infer) {
-      arrived()
-      await new Promise<void>((resolve) => { release = resolve })
-      return sumModel().execute(infer)
-    }
-  }
+  const { model: slow, reached, release } = heldSum()
   const models = modelTable([sumModel(), slow])
   const app = Fastify()
   await app.register(fastifyTritonShm, { grpc: { port: 0, models, server: { name: 'plugin-test', version: '1.2.3' } } })

@@ -182,6 +182,7 @@ t.test('the code of every error: ours by its kind (Triton\'s pairs), a host\'s H
     t.same(toServiceError(Object.assign(new Error('host says no'), { statusCode })), { code: expected, details: 'host says no' }, `HTTP ${statusCode}`)
   }
   t.same(toServiceError(undefined), { code: status.INTERNAL, details: 'Internal Server Error' }, 'a thrown nothing: INTERNAL')
+  t.same(toServiceError({ statusCode: 404 }), { code: status.NOT_FOUND, details: undefined }, 'an HTTP error without a message: none passed on')
   t.same(toServiceError(Object.assign(new Error('/a/path'), { statusCode: 200 })), { code: status.INTERNAL, details: 'Internal Server Error' },
     'a status that is no error status: a bug, hidden')
 })

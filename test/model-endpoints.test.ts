@@ -49,9 +49,9 @@ t.test('perf_analyzer against the example: -m simple -i http --shared-memory sys
   // 1. Server metadata: statistics are asked for only when listed.
   const server = await getJson(t, `${base}/v2`)
   t.same(server, {
-    name: 'fastify-triton-shm-example',
+    name: 'triton',
     version,
-    extensions: ['model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics']
+    extensions: ['sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics']
   })
 
   // 2. Model metadata: the batch dimension is a leading -1, as max_batch_size is 8.
@@ -134,17 +134,18 @@ t.test('perf_analyzer against the example: -m simple -i http --shared-memory sys
   t.same([after.response_stats, after.memory_usage], [{}, []])
   t.same((await getJson<{ model_stats: ModelStatistics[] }>(t, `${base}/v2/models/simple/versions/1/stats`)).model_stats, [after])
   const all = (await getJson<{ model_stats: ModelStatistics[] }>(t, `${base}/v2/models/stats`)).model_stats
-  t.same(all.map(({ name }) => name), ['add_sub_fp32', 'identity_fp32', 'simple', 'simple_string', 'tiny_classifier'], 'every model, by name')
+  t.same(all.map(({ name }) => name), ['add_sub_fp32', 'custom_identity_int32', 'identity_fp32', 'repeat_int32', 'simple', 'simple_dyna_sequence', 'simple_identity', 'simple_int8',
+    'simple_sequence', 'simple_string', 'simple_string_dyna_sequence', 'tiny_classifier'], 'every model, by name')
   t.same(all.find(({ name }) => name === 'simple'), after)
   t.same(all.find(({ name }) => name === 'simple_string')?.inference_stats.success, zero)
 
   t.equal((await request(`${base}/v2/systemsharedmemory/unregister`, '')).status, 200)
 })
 
-t.test('the example\'s other models: configuration of a model taking any batch, and of BYTES tensors', async (t) => {
+t.test('the example\'s other models: configuration of a model without a batch dimension, and of BYTES tensors', async (t) => {
   const base = await listen(t, await buildServer({ fastify: { logger: false } }))
   const any = await getJson<ModelConfigResponse>(t, `${base}/v2/models/add_sub_fp32/config`)
-  t.same([any.max_batch_size, any.backend, any.platform, any.input[0].dims, any.input[0].data_type], [2147483647, '', 'node', [], 'TYPE_FP32'])
+  t.same([any.max_batch_size, any.backend, any.platform, any.input[0].dims, any.input[0].data_type], [0, '', 'node', [-1], 'TYPE_FP32'])
   const strings = await getJson<ModelConfigResponse>(t, `${base}/v2/models/simple_string/versions/1/config`)
   t.same([strings.max_batch_size, strings.input[1].data_type, strings.output[0].dims], [8, 'TYPE_STRING', [16]])
 })
@@ -204,7 +205,7 @@ t.test('readiness: the server, a model, a version; unready versions answer as Tr
   t.same(JSON.parse(answer.text), { model_name: 'echo', model_version: '1', outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [2], data: [4, 5] }] }, 'served by version 1, and says so')
   const stats = (await getJson<{ model_stats: ModelStatistics[] }>(t, `${base}/v2/models/echo/stats`)).model_stats
   t.same(stats.map(({ version, inference_stats: { success } }) => [version, success.count]), [['1', 1]], 'only ready versions are listed')
-  t.same(await getJson(t, `${base}/v2`), { name: 'fastify-triton-shm', version: '', extensions: ['model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics'] },
+  t.same(await getJson(t, `${base}/v2`), { name: 'fastify-triton-shm', version: '', extensions: ['sequence', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics'] },
     'the default server name; the version is the host\'s to give')
 })
 

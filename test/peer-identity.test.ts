@@ -19,7 +19,7 @@ import { cannotCheckHere } from './helpers/ci'
 import { type LocalUser, lookUpUser, peerUser } from './helpers/local-user'
 import { fdsOf } from './helpers/observe'
 import {
-  acceptingServer, endsOf, noIpv6Loopback, noNetworkNamespaces, otherNamespace, sharedScratch, startClient, writeClientScript
+  acceptingServer, endsOf, noIpv6Loopback, noNetworkNamespaces, otherNamespace, plainNode, sharedScratch, startClient, writeClientScript
 } from './helpers/peer-clients'
 import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE, throwsShm } from './helpers/shm'
 import { bounded } from './helpers/sync'
@@ -218,7 +218,8 @@ async function kernelAnswers (user: LocalUser, paths: string[]): Promise<boolean
     process.stdout.write(JSON.stringify(JSON.parse(process.argv[1]).map((file) => {
       try { fs.closeSync(fs.openSync(file, 'r+')); return true } catch (error) { if (error.code === 'EACCES') return false; throw error }
     })))`
-  const { stdout } = await run(process.execPath, ['-e', script, JSON.stringify(paths)],
+  const [command, ...args] = plainNode(['-e', script, JSON.stringify(paths)])
+  const { stdout } = await run(command, args,
     { uid: user.uid, gid: user.gid, cwd: '/', env: { PATH: process.env.PATH } })
   return JSON.parse(stdout) as boolean[]
 }

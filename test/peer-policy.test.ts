@@ -17,7 +17,7 @@ import fastifyTritonShm, { type ClientShmAccess, Registry } from '../lib/index'
 import { cannotCheckHere } from './helpers/ci'
 import { grpcClient, startServer } from './helpers/grpc'
 import { type LocalUser, peerUser } from './helpers/local-user'
-import { noNetworkNamespaces, otherNamespace, sharedScratch } from './helpers/peer-clients'
+import { noNetworkNamespaces, otherNamespace, plainNode, sharedScratch } from './helpers/peer-clients'
 import { makeObject, mappingsOf, objectPath, PAGE_SIZE } from './helpers/shm'
 
 /**
@@ -69,7 +69,7 @@ interface RunAs { uid?: number, gid?: number, prefix?: string[] }
 
 /** Runs one register from a client process; resolves with its answer. */
 function registerFrom (script: string, args: string[], runAs: RunAs = {}): Promise<Answer> {
-  const [command, ...rest] = [...runAs.prefix ?? [], process.execPath, script, ...args]
+  const [command, ...rest] = plainNode([script, ...args], runAs.prefix)
   const child = spawn(command, rest, { uid: runAs.uid, gid: runAs.gid, cwd: path.dirname(script), env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
   let stdout = ''
   let stderr = ''

@@ -4,7 +4,7 @@
  * the finding was made and against test models where a limit's edges are the point.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { buildServer } from '../example/server'
 import { DEFAULT_INFER_LIMITS } from '../lib/index'
 import { assertError } from './helpers/http'
@@ -18,6 +18,20 @@ const identityRequest = (byteSize: number) => ({
   inputs: [shmInput('INPUT0', 'FP32', [byteSize / 4], 'in', byteSize)],
   outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }]
 })
+
+/** An echo model served on a real socket, and the body of a request whose 32 MiB binary answer
+ * comes from a region: what a slow reader holds up. */
+async function echoing32MiB (t: Test, sendTimeoutMs: number) {
+  const { app } = await buildInferApp(t, [echoModel('m', ['UINT8'])], { limits: { sendTimeoutMs } })
+  const port = await listenLocally(t, app)
+  const object = await makeMappedObject(t, 32 * MiB)
+  await registerRegion(t, app, 'in', object.key, 32 * MiB)
+  const body = {
+    inputs: [shmInput('IN_UINT8', 'UINT8', [32 * MiB], 'in', 32 * MiB)],
+    outputs: [{ name: 'OUT_UINT8', parameters: { binary_data: true } }]
+  }
+  return { app, port, body }
+}
 
 t.test('a client that stops reading its response holds no region: unregister frees it at once', async (t) => {
   const app = await buildServer()
@@ -39,14 +53,7 @@ t.test('a client that stops reading its response holds no region: unregister fre
 t.test('a client that reads nothing for the send timeout is dropped; one that reads slowly is not', async (t) => {
   // Far above the slow reader's gaps between reads, so a loaded machine cannot make them look stalled.
   const sendTimeoutMs = 2000
-  const { app } = await buildInferApp(t, [echoModel('m', ['UINT8'])], { limits: { sendTimeoutMs } })
-  const port = await listenLocally(t, app)
-  const object = await makeMappedObject(t, 32 * MiB)
-  await registerRegion(t, app, 'in', object.key, 32 * MiB)
-  const body = {
-    inputs: [shmInput('IN_UINT8', 'UINT8', [32 * MiB], 'in', 32 * MiB)],
-    outputs: [{ name: 'OUT_UINT8', parameters: { binary_data: true } }]
-  }
+  const { app, port, body } = await echoing32MiB(t, sendTimeoutMs)
 
   const stalled = await stalledInfer(t, port, 'm', body)
   await untilNoConnections(app)
@@ -65,6 +72,21 @@ t.test('a client that reads nothing for the send timeout is dropped; one that re
   }
   t.ok(progress.received > 32 * MiB, 'the slow reader got its whole response (the body and the headers)')
   slow.destroy()
+})
+
+t.test('the send timeout fires on time: a client that stopped reading is dropped one timeout later, not two', async (t) => {
+  // Node's own socket timeout skipped its first expiry whenever the write queue had moved since it
+  // was armed (the kernel took the socket buffers' worth before the client stalled): 6 s, not 3.
+  const sendTimeoutMs = 3000
+  const { app, port, body } = await echoing32MiB(t, sendTimeoutMs)
+  for (let round = 0; round < 2; round++) {
+    const { socket } = await stalledInfer(t, port, 'm', body)
+    const stoppedAt = Date.now()
+    await untilNoConnections(app)
+    const after = Date.now() - stoppedAt
+    socket.destroy()
+    t.ok(after >= sendTimeoutMs - 200 && after < 1.5 * sendTimeoutMs, `dropped ${after} ms after the client stopped reading`)
+  }
 })
 
 t.test('a tiny request cannot make a huge binary output: refused before the output is allocated', async (t) => {

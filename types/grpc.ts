@@ -3,8 +3,10 @@
  * this package serves, as grpc-js hands them to handlers when the protocol is loaded with
  * `GRPC_LOADER_OPTIONS` (field names as in the .proto, 64-bit integers as decimal strings, every
  * field present with its default, `bytes` as Buffers). Messages sent may give 64-bit integers as
- * numbers.
+ * numbers. ModelInferRequest is the package's own decoder's (`inferenceService()`): its shape
+ * dimensions are numbers and its typed contents typed arrays, never an object per element.
  */
+import type { BytesElements } from './kserve'
 
 export type ParameterChoice = 'bool_param' | 'int64_param' | 'string_param' | 'double_param' | 'uint64_param'
 
@@ -20,24 +22,27 @@ export interface InferParameter {
 
 export type InferParameters = Record<string, InferParameter>
 
-/** A tensor's elements by type (the typed alternative to `raw_input_contents`). */
+/** A tensor's elements by type (the typed alternative to `raw_input_contents`): as the package's
+ * decoder gives them (typed arrays, BOOL as 0 and 1, BYTES serialized), or as proto-loader does
+ * (arrays of values, 64-bit integers as decimal strings). */
 export interface InferTensorContents {
-  bool_contents: boolean[]
+  bool_contents: boolean[] | Uint8Array
   /** INT8, INT16, INT32. */
-  int_contents: number[]
-  int64_contents: string[]
+  int_contents: number[] | Int32Array
+  int64_contents: Array<string | number> | BigInt64Array
   /** UINT8, UINT16, UINT32. */
-  uint_contents: number[]
-  uint64_contents: string[]
-  fp32_contents: number[]
-  fp64_contents: number[]
-  bytes_contents: Buffer[]
+  uint_contents: number[] | Uint32Array
+  uint64_contents: Array<string | number> | BigUint64Array
+  fp32_contents: number[] | Float32Array
+  fp64_contents: number[] | Float64Array
+  bytes_contents: Buffer[] | BytesElements
 }
 
 export interface InferInputTensor {
   name: string
   datatype: string
-  shape: string[]
+  /** Numbers from the package's decoder (exact below 2^53), decimal strings from proto-loader's. */
+  shape: Array<number | string>
   parameters: InferParameters
   contents: InferTensorContents | null
 }
@@ -71,6 +76,12 @@ export interface ModelInferResponse {
   outputs: InferOutputTensor[]
   /** Aligned with `outputs`: each output's bytes, empty for an output written into shared memory. */
   raw_output_contents: Uint8Array[]
+}
+
+/** What `ModelStreamInfer` sends per response: `error_message` empty when the request succeeded. */
+export interface ModelStreamInferResponse {
+  error_message: string
+  infer_response: Partial<ModelInferResponse> & { parameters?: InferParameters }
 }
 
 export interface RegionStatusMessage {

@@ -1,4 +1,5 @@
 import type { EventEmitter } from 'node:events'
+import type { InFlightBudget } from './kserve'
 
 /**
  * The public contract of fastify-triton-shm: the wire shapes of the published API, the plugin's
@@ -93,6 +94,12 @@ export interface RegistryOptions {
   sharedRegistry?: SharedRegistryOptions
   /** Receives register/unregister at info and rejections at debug; defaults to silence. */
   logger?: RegistryLogger
+  /** The most bytes the infer requests in flight of this process may hold together, over HTTP and
+   * gRPC (`registry.inFlight`): bodies, decoded messages, output storage and answers, each charged
+   * before it is allocated; a request that would pass it is refused with 503 and Retry-After
+   * (gRPC RESOURCE_EXHAUSTED). Default `DEFAULT_MAX_IN_FLIGHT_BYTES`: 1 GiB, or half the V8 heap
+   * limit where that is less (parsed JSON and decoded messages live on the heap). */
+  maxInFlightBytes?: number
 }
 
 /**
@@ -104,7 +111,8 @@ export interface SharedRegistryOptions {
   /** The store's file, created with mode 0600 if it does not exist. A tmpfs (`/run`, `/dev/shm`)
    * keeps commits in memory; the registry lives no longer than the processes that share it. */
   path: string
-  /** How long a process waits for another's write to finish before answering 500. Default 5000. */
+  /** How long a process waits for another's write to finish before answering 500 (or, opening
+   * the store, before failing `app.ready()`). Default 5000. */
   busyTimeoutMs?: number
   /** How often an idle process checks for others' changes and for the holds of processes that
    * died. Default 1000. */
@@ -170,6 +178,9 @@ export interface SystemSharedMemoryRegistry extends EventEmitter<RegistryEvents>
   acquire(name: string, offset: number | bigint, byteSize: number | bigint): Lease
   /** Counts for metrics: regions, bytes mapped, live leases, deferred unregisters, rejections. */
   counters(): RegistryCounters
+  /** What the infer requests in flight of this process hold together, and the most they may:
+   * every face that reads requests for this registry charges it. */
+  readonly inFlight: InFlightBudget
   /**
    * Catches up with changes other processes made to a shared registry, emitting their `register`
    * and `unregister` events. Every other method does it first; a shared registry also does it
@@ -186,3 +197,4 @@ export interface SystemSharedMemoryRegistry extends EventEmitter<RegistryEvents>
 
 export type * from './kserve'
 export type * from './models'
+export type * from './sequences'

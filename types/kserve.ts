@@ -113,3 +113,29 @@ export interface InferLimits {
    * or its connection, forever. The request's leases end as soon as its response is built. */
   sendTimeoutMs?: number
 }
+
+/**
+ * What the infer requests in flight of one process hold together: their bodies, decoded messages,
+ * output storage and answers, over every transport. Each request charges its reservation before
+ * it allocates, and gives everything back when its transport ends it. The registry keeps the one
+ * budget of a service (`registry.inFlight`, sized by the plugin option `maxInFlightBytes`).
+ */
+export interface InFlightBudget {
+  /** The most bytes all requests may hold at once. */
+  readonly maxBytes: number
+  /** What they hold now. */
+  readonly heldBytes: number
+  /** A reservation for one request, holding nothing yet. */
+  open(): InFlightReservation
+}
+
+export interface InFlightReservation {
+  /** What this request holds now. */
+  readonly bytes: number
+  /** Charges `bytes` more, before they are allocated. Throws `ERR_SHM_SERVER_BUSY` (503 with
+   * Retry-After, RESOURCE_EXHAUSTED) when the budget has not that much left, and
+   * `ERR_SHM_IN_FLIGHT_TOO_LARGE` (400) when the request would need more than the whole budget. */
+  charge(bytes: number): void
+  /** Gives back everything charged: the request is over, and later charges count nothing. Again: nothing. */
+  release(): void
+}

@@ -45,10 +45,32 @@ export interface ModelOutputConfig {
   is_non_linear_format_io: false
 }
 
+/** Triton's `sequence_batching.control_input[]` entry. */
+export interface ModelSequenceControlInputConfig {
+  name: string
+  control: Array<{
+    kind: 'CONTROL_SEQUENCE_START' | 'CONTROL_SEQUENCE_END' | 'CONTROL_SEQUENCE_READY' | 'CONTROL_SEQUENCE_CORRID'
+    int32_false_true: number[]
+    fp32_false_true: number[]
+    bool_false_true: boolean[]
+    /** CORRID's datatype; `TYPE_INVALID` for the others. */
+    data_type: ConfigDatatype | 'TYPE_INVALID'
+  }>
+}
+
+/** Triton's `sequence_batching` of a stateful model: the direct strategy, its idle timeout, its controls. */
+export interface ModelSequenceBatchingConfig {
+  direct: { max_queue_delay_microseconds: number, minimum_slot_utilization: number }
+  max_sequence_idle_microseconds: number
+  control_input: ModelSequenceControlInputConfig[]
+  state: []
+  iterative_sequence: false
+}
+
 /**
  * `GET /v2/models/<m>[/versions/<v>]/config`: Triton's model configuration, every field Triton
- * prints that perf_analyzer and Triton's clients read, enums as strings. No `dynamic_batching` or
- * `sequence_batching`: this server batches nothing and keeps no sequences.
+ * prints that perf_analyzer and Triton's clients read, enums as strings. No `dynamic_batching`:
+ * this server batches nothing; `sequence_batching` only for a stateful model.
  */
 export interface ModelConfigResponse {
   name: string
@@ -77,7 +99,9 @@ export interface ModelConfigResponse {
   metric_tags: Record<string, never>
   parameters: Record<string, never>
   model_warmup: []
-  model_transaction_policy: { decoupled: false }
+  /** Set for a stateful model (a declaration's `sequenceBatching`). */
+  sequence_batching?: ModelSequenceBatchingConfig
+  model_transaction_policy: { decoupled: boolean }
   response_cache: { enable: false }
 }
 

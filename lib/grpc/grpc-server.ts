@@ -1,47 +1,110 @@
 /**
  * The plugin's gRPC listener (`grpc` option): a grpc-js server on its own port (grpc-js cannot
  * share Fastify's) serving `GRPCInferenceService` over the plugin's shared memory API and model
- * table, with Triton's message limits. It listens once the app is ready and stops, after its calls
- * in flight, when the app closes.
+ * table. It listens once the app is ready and stops when the app closes: after its calls in
+ * flight, or, for calls still open the send timeout later (a client that stopped reading, or never
+ * finished sending), by cutting their connections.
+ *
+ * It accepts connections itself and hands them to grpc-js (a connection injector), so that it
+ * knows each call's socket: a call whose answer waits on a connection that took none of it for
+ * the send timeout has that connection dropped, as over HTTP. Messages it receives are bounded
+ * before they are decoded: by a size sized from the registry's `inFlight` budget (compressed ones
+ * included: grpc-js stops inflating one at that size), then by what their decoded form will take,
+ * charged to that budget before ModelInfer decodes them.
  */
+import { once } from 'node:events'
+import net from 'node:net'
 import type { Server } from '@grpc/grpc-js'
+import type { ConnectionInfo } from '@grpc/grpc-js/build/src/server-interceptors'
+import { DEFAULT_INFER_LIMITS } from '../kserve/infer-limits'
 import { ModelTable } from '../models/model-table'
 import type { SharedMemoryApi } from '../registry/shared-memory-api'
+import { callTracker } from './call-tracker'
 import { connectionInterceptor } from './connection-interceptor'
 import { inferenceServiceOver } from './inference-service'
 import type { GrpcListenerOptions } from './listener-options'
+import { OpenStreams } from './model-stream-infer'
 import { grpcJs } from './peers'
-import { inferenceService, MESSAGE_LIMIT_OPTIONS } from './protocol'
+import { MAX_MESSAGE_BYTES, messageLimitOptions, rawModelInferService } from './protocol'
 import type { ErrorLogger } from './status'
 
 /** Triton's gRPC port. */
 export const DEFAULT_GRPC_PORT = 8001
 
+/**
+ * The largest message the listener receives by default: a quarter of what all requests in flight
+ * may hold (`maxInFlightBytes`), so that one request of that size fits with its answer (the
+ * message, its outputs, and the answer's two copies of them), and at most Triton's 2^31-1.
+ */
+export const defaultMaxMessageBytes = (maxInFlightBytes: number): number => Math.min(MAX_MESSAGE_BYTES, Math.floor(maxInFlightBytes / 4))
+
 export interface GrpcListener {
   /** The port bound (the one asked for, or the system's choice for port 0). */
   readonly port: number
-  /** Stops accepting calls, and resolves once the calls in flight have ended. */
+  /** The largest message it receives. */
+  readonly maxMessageBytes: number
+  /** Stops accepting calls, and resolves once the calls in flight have ended: open streams answer
+   * the requests they read and end; whatever is still open after the send timeout is cut. */
   close(): Promise<void>
 }
 
 export interface GrpcListenerContext {
   api: SharedMemoryApi
-  log: ErrorLogger
+  /** Failed calls are logged at error, connections dropped for a stalled answer at warn. */
+  log: ErrorLogger & { warn(object: object, message: string): void }
 }
 
-/** Starts the listener; rejects (e.g. the port is taken) with grpc-js's error. */
+const endsOf = ({ remoteAddress, remotePort, localAddress, localPort }: Partial<ConnectionInfo>) =>
+  `${remoteAddress} ${remotePort} ${localAddress} ${localPort}`
+
+/** Starts the listener; rejects (e.g. the port is taken) with the error of its bind. */
 export async function listenGrpc (options: GrpcListenerOptions, { api, log }: GrpcListenerContext): Promise<GrpcListener> {
   const grpc = grpcJs()
   const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, models = new ModelTable([]), server: metadata, limits } = options
-  const handlers = inferenceServiceOver(api, { models, limits, log, server: metadata ?? { name: 'fastify-triton-shm', version: '' } })
-  // The interceptor tells the shared memory RPCs their calls' connections: the peer rule's input.
-  const server: Server = new grpc.Server({ ...MESSAGE_LIMIT_OPTIONS, interceptors: [connectionInterceptor()] })
-  server.addService(inferenceService().service, handlers)
-  const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
-  const bound = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, boundPort) => (error === null ? resolve(boundPort) : reject(error))))
+  const { sendTimeoutMs } = { ...DEFAULT_INFER_LIMITS, ...limits }
+  const maxMessageBytes = options.maxMessageBytes ?? defaultMaxMessageBytes(api.registry.inFlight.maxBytes)
+  const sockets = new Map<string, net.Socket>()
+  const streams = new OpenStreams()
+  const handlers = inferenceServiceOver(api, { models, limits, log, streams, server: metadata ?? { name: 'fastify-triton-shm', version: '' } })
+  const tracker = callTracker({
+    sendTimeoutMs,
+    socketOf: (connection) => sockets.get(endsOf(connection)),
+    dropped: (connection) => log.warn({ sendTimeoutMs, client: `${connection.remoteAddress}:${connection.remotePort}` },
+      'a gRPC client took none of its answer for the send timeout: connection dropped')
+  })
+  // The connection interceptor tells the shared memory RPCs their calls' connections: the peer rule's input.
+  // Without channelz: its per-call accounting costs every call, and nothing here reads it.
+  const server: Server = new grpc.Server({ ...messageLimitOptions(maxMessageBytes), 'grpc.enable_channelz': 0, interceptors: [connectionInterceptor(), tracker] })
+  server.addService(rawModelInferService().service, handlers)
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure())
+  const listener = net.createServer((socket) => {
+    const ends = endsOf(socket)
+    sockets.set(ends, socket)
+    socket.once('close', () => sockets.delete(ends))
+    injector.injectConnection(socket)
+  })
+  listener.listen(port, host)
+  try {
+    await once(listener, 'listening')
+  } catch (error) {
+    server.forceShutdown()
+    throw error
+  }
   return {
-    port: bound,
-    close: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve()))
+    port: (listener.address() as net.AddressInfo).port,
+    maxMessageBytes,
+    close: async () => {
+      const closed = once(listener.close(), 'close')
+      const drained = new Promise<void>((resolve) => server.tryShutdown(() => resolve()))
+      const cut = setTimeout(() => {
+        server.forceShutdown()
+        for (const socket of sockets.values()) socket.destroy()
+      }, sendTimeoutMs)
+      const streamsEnded = streams.close(sendTimeoutMs)
+      await drained
+      clearTimeout(cut)
+      await Promise.all([closed, streamsEnded])
+      models.endSequences()
+    }
   }
 }

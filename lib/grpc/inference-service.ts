@@ -1,7 +1,7 @@
 /**
  * The whole of `GRPCInferenceService` this package serves, from the shared memory API and the
  * model table the HTTP routes serve: health, server and model metadata, configuration, statistics,
- * ModelInfer and the shared memory RPCs. RPCs not listed answer UNIMPLEMENTED (grpc-js does).
+ * ModelInfer, ModelStreamInfer and the shared memory RPCs. RPCs not listed answer UNIMPLEMENTED (grpc-js does).
  */
 import type { ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
 import type { SystemSharedMemoryRegistry } from '../../types'
@@ -11,6 +11,7 @@ import type { ModelTable } from '../models/model-table'
 import { serverMetadata } from '../models/server-metadata'
 import { SharedMemoryApi } from '../registry/shared-memory-api'
 import { modelInferHandler } from './model-infer-handler'
+import { modelStreamInferHandler, type OpenStreams } from './model-stream-infer'
 import { repositoryHandlers } from './repository-service'
 import { sharedMemoryHandlers } from './shared-memory-service'
 import type { ErrorLogger } from './status'
@@ -24,6 +25,8 @@ export interface ModelServiceOptions {
   limits?: InferLimits
   /** Where failures that are not the client's are logged. */
   log?: ErrorLogger
+  /** Where ModelStreamInfer keeps its streams, to end them with the server (`OpenStreams.close`). */
+  streams?: OpenStreams
 }
 
 export interface InferenceServiceOptions extends SharedMemoryServiceOptions, ModelServiceOptions {
@@ -36,7 +39,7 @@ interface ModelRequest { name: string, version: string }
 const given = (value: string) => value === '' ? undefined : value
 
 /** The handlers over `api` (the plugin's, shared with its HTTP routes) and the model table. */
-export function inferenceServiceOver (api: SharedMemoryApi, { models, server, limits, log }: ModelServiceOptions): UntypedServiceImplementation {
+export function inferenceServiceOver (api: SharedMemoryApi, { models, server, limits, log, streams }: ModelServiceOptions): UntypedServiceImplementation {
   const rpc = <Request, Response>(answer: (request: Request) => Response) =>
     unary((call: ServerUnaryCall<Request, Response>) => answer(call.request), log)
   // With a shared registry, statistics and the repository's state are the whole service's.
@@ -50,6 +53,7 @@ export function inferenceServiceOver (api: SharedMemoryApi, { models, server, li
     ModelConfig: rpc(({ name, version }: ModelRequest) => ({ config: models.config(name, given(version)) })),
     ModelStatistics: rpc(({ name, version }: ModelRequest) => models.statistics(given(name), given(version))),
     ModelInfer: modelInferHandler({ registry: api.registry, models, limits, log }),
+    ModelStreamInfer: modelStreamInferHandler({ registry: api.registry, models, limits, log, streams }),
     ...sharedMemoryHandlers(api, log),
     ...(models.servesRepository && repositoryHandlers(models, log))
   }

@@ -2,6 +2,7 @@
 import { inferLimitsSchema } from '../kserve/infer-limits'
 import type { InferLimits } from '../../types/kserve'
 import { ModelTable } from '../models/model-table'
+import { positiveInteger } from '../util/options-validator'
 
 /** The plugin's gRPC listener (`grpc` option): KServe V2 over gRPC on the plugin's registry. */
 export interface GrpcListenerOptions {
@@ -13,8 +14,15 @@ export interface GrpcListenerOptions {
   models?: ModelTable
   /** The server's name and version in `ServerMetadata`. */
   server?: { name: string, version: string }
-  /** What one inference request may cost. */
+  /** What one inference request may cost. Its `sendTimeoutMs` also bounds a stop: calls still
+   * open that long after the app began to close are cut. */
   limits?: InferLimits
+  /**
+   * The largest message received, in bytes, compressed ones once inflated (grpc-js stops inflating
+   * one at this size). Default: a quarter of the plugin's `maxInFlightBytes` (256 MiB of its 1 GiB),
+   * at most 2^31-1, Triton's fixed limit: one request of that size fits in flight with its answer.
+   */
+  maxMessageBytes?: number
 }
 
 export const grpcListenerSchema = {
@@ -30,6 +38,7 @@ export const grpcListenerSchema = {
       required: ['name', 'version'],
       properties: { name: { type: 'string' }, version: { type: 'string' } }
     },
-    limits: inferLimitsSchema
+    limits: inferLimitsSchema,
+    maxMessageBytes: { ...positiveInteger, maximum: 2 ** 31 - 1 }
   }
 } as const

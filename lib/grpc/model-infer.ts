@@ -13,6 +13,7 @@ import { InferRequest, type ReadInferRequestOptions } from '../kserve/infer-requ
 import { checkInferRequest } from '../kserve/infer-wire'
 import type { InputBytes } from '../kserve/input-tensors'
 import { sharedMemoryParameters } from './infer-parameters'
+import { requestParameters } from './request-parameters'
 import { contentsBytes, hasContents } from './tensor-contents'
 
 /** The bytes of the inputs not in shared memory, one entry per input, in order. */
@@ -69,16 +70,18 @@ function wireOf (request: ModelInferRequest): { wire: InferRequestWire, bytes: U
 /** The `InferRequest` of a `ModelInferRequest` for `options.model`, with every check of the HTTP helpers. */
 export function modelInferRequest (request: ModelInferRequest, options: ReadInferRequestOptions): InferRequest {
   const { wire, bytes } = wireOf(request)
-  return new InferRequest(wire, new InputBytesList(bytes), options)
+  return new InferRequest(wire, new InputBytesList(bytes), { sequence: requestParameters(request.parameters).sequence, ...options })
 }
 
 /**
- * Reads the ModelInfer call for `options.model`. Its leases end when the call is cancelled (the
- * request's `signal` aborts then), or when `modelInferResponse` builds its answer; a handler that
- * fails must call `infer.release()` itself.
+ * Reads the ModelInfer call for `options.model` (its message, or `message` when the handler
+ * decoded it itself). Its leases end when the call is cancelled (the request's `signal` aborts
+ * then), or when `modelInferResponse` builds its answer; a handler that fails must call
+ * `infer.release()` itself.
  */
-export function readModelInferRequest (call: ServerUnaryCall<ModelInferRequest, ModelInferResponse>, options: ReadInferRequestOptions): InferRequest {
-  const infer = modelInferRequest(call.request, options)
+export function readModelInferRequest (call: ServerUnaryCall<ModelInferRequest, ModelInferResponse>, options: ReadInferRequestOptions,
+  message: ModelInferRequest = call.request): InferRequest {
+  const infer = modelInferRequest(message, options)
   const cancel = () => {
     infer.abandon()
     infer.release()

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs'
 import path from 'node:path'
 import type { ServiceClientConstructor } from '@grpc/grpc-js'
 import type { Options } from '@grpc/proto-loader'
+import { deserializeModelInferRequest } from './model-infer-message'
 import { grpcJs, protoLoader } from './peers'
 
 /** How the messages reach handlers (see types/grpc.ts): field names as in the .proto, 64-bit
@@ -15,11 +16,20 @@ export const GRPC_LOADER_OPTIONS: Readonly<Options> = { keepCase: true, longs: S
 /** Triton's limit each way: gRPC's 4 MiB default would refuse ordinary requests with their tensors. */
 export const MAX_MESSAGE_BYTES = 2 ** 31 - 1
 
-/** grpc-js channel options (server or client) lifting its 4 MiB default to `MAX_MESSAGE_BYTES` each way. */
+/** grpc-js channel options lifting its 4 MiB default to `MAX_MESSAGE_BYTES` each way: for a client
+ * (a server's receive limit is better sized from what it may hold: see `messageLimitOptions`). */
 export const MESSAGE_LIMIT_OPTIONS = {
   'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
   'grpc.max_send_message_length': MAX_MESSAGE_BYTES
 } as const
+
+/** grpc-js server options receiving messages of at most `receiveBytes`, compressed ones included
+ * (grpc-js checks a compressed message's size as it inflates it, and stops there), and sending up
+ * to `MAX_MESSAGE_BYTES`. */
+export const messageLimitOptions = (receiveBytes: number) => ({
+  'grpc.max_receive_message_length': receiveBytes,
+  'grpc.max_send_message_length': MAX_MESSAGE_BYTES
+})
 
 /** The .proto: beside the sources in a checkout, two levels further up from the build. */
 export const PROTO_PATH = [path.join(__dirname, '../../proto'), path.join(__dirname, '../../../proto')]
@@ -27,9 +37,22 @@ export const PROTO_PATH = [path.join(__dirname, '../../proto'), path.join(__dirn
   .find((file) => existsSync(file)) as string
 
 /** `inference.GRPCInferenceService`: its `.service` is what `server.addService` takes; it is also
- * a client constructor. */
+ * a client constructor. A server decodes ModelInferRequest (ModelInfer's and ModelStreamInfer's) with the package's own decoder
+ * (`deserializeModelInferRequest`): typed contents as typed arrays, never an object per element,
+ * and a message that would take more than 8 times its bytes once decoded refused before it is. */
 export function inferenceService (): ServiceClientConstructor {
+  return serviceWith(deserializeModelInferRequest)
+}
+
+/** The service with ModelInfer's and ModelStreamInfer's requests handed over as their bytes: the
+ * plugin's listener charges what a message will take before it decodes it. */
+export const rawModelInferService = (): ServiceClientConstructor => serviceWith((bytes: Buffer) => bytes)
+
+function serviceWith (deserializeModelInfer: (bytes: Buffer) => unknown): ServiceClientConstructor {
   const definition = protoLoader().loadSync(PROTO_PATH, GRPC_LOADER_OPTIONS)
   const { inference } = grpcJs().loadPackageDefinition(definition) as unknown as { inference: { GRPCInferenceService: ServiceClientConstructor } }
-  return inference.GRPCInferenceService
+  const service = inference.GRPCInferenceService
+  service.service.ModelInfer.requestDeserialize = deserializeModelInfer
+  service.service.ModelStreamInfer.requestDeserialize = deserializeModelInfer
+  return service
 }

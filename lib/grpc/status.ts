@@ -57,16 +57,55 @@ const BY_HTTP_STATUS: Record<number, number> = {
 
 const isHttpError = (status: unknown): status is number => Number.isInteger(status) && (status as number) >= 400 && (status as number) <= 599
 
+/** The most bytes of an error's text a status carries once percent-encoded, as its trailer sends
+ * it. A trailer past the peer's header limit (16 KiB is common; Node refuses to send one past 64
+ * KiB) is never sent: the call hangs until its deadline, and Node leaves the connection's header
+ * compression out of step, so the next call on it hangs too. Triton's own texts are short: what
+ * makes one long is a name or shape it echoes. */
+export const MAX_DETAILS_BYTES = 2048
+
+const encodedLength = (text: string): number => encodeURI(text).length
+
+/** A lone surrogate cannot be percent-encoded (grpc-js would throw sending it): U+FFFD instead. */
+const wellFormed = (text: string): string => text.replace(/\p{Cs}/gu, '\uFFFD')
+
+/** The first characters of `text` whose encoding takes at most `budget` bytes (or its last, `fromEnd`). */
+function within (text: string, budget: number, fromEnd = false): string {
+  // A character takes one byte at least: no more than `budget` of them can fit.
+  const characters = [...wellFormed(text.slice(fromEnd ? -budget : 0, fromEnd ? undefined : budget))]
+  if (fromEnd) characters.reverse()
+  let kept = 0
+  let used = 0
+  for (const character of characters) {
+    used += encodedLength(character)
+    if (used > budget) break
+    kept++
+  }
+  const chosen = characters.slice(0, kept)
+  return (fromEnd ? chosen.reverse() : chosen).join('')
+}
+
+/** `message` as a status can carry it: whole when it fits, else its start and its end (where
+ * Triton's texts say what happened) around a note of how much was left out. */
+export function statusDetails (message: string): string {
+  const text = wellFormed(message)
+  if (text.length * 9 <= MAX_DETAILS_BYTES || encodedLength(text) <= MAX_DETAILS_BYTES) return text
+  const head = within(text, (MAX_DETAILS_BYTES * 3) / 4 - 64)
+  const tail = within(text, MAX_DETAILS_BYTES / 4 - 64, true)
+  return `${head}...(${text.length - head.length - tail.length} characters not shown)...${tail}`
+}
+
 /**
- * The status to answer a failed call with. An error that is neither this package's nor an HTTP
- * error is a bug: its message may name internals, so it is logged and answered as a bare INTERNAL
- * (never UNKNOWN).
+ * The status to answer a failed call with, its text cut to what a trailer carries. An error that is
+ * neither this package's nor an HTTP error is a bug: its message may name internals, so it is
+ * logged and answered as a bare INTERNAL (never UNKNOWN).
  */
 export function toServiceError (error: unknown, log?: ErrorLogger): Partial<ServiceError> {
-  if (error instanceof TritonError) return { code: GRPC_CODE[error.kind], details: error.message }
+  if (error instanceof TritonError) return { code: GRPC_CODE[error.kind], details: statusDetails(error.message) }
   const { statusCode, message } = (error ?? {}) as { statusCode?: unknown, message?: string }
   if (isHttpError(statusCode)) {
-    return { code: BY_HTTP_STATUS[statusCode] ?? (statusCode < 500 ? Status.INVALID_ARGUMENT : Status.INTERNAL), details: message }
+    const code = BY_HTTP_STATUS[statusCode] ?? (statusCode < 500 ? Status.INVALID_ARGUMENT : Status.INTERNAL)
+    return { code, details: message === undefined ? undefined : statusDetails(message) }
   }
   log?.error({ err: error }, 'gRPC call failed')
   return { code: Status.INTERNAL, details: 'Internal Server Error' }

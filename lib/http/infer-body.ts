@@ -3,9 +3,10 @@
  * `Inference-Header-Content-Length` bytes followed by the inputs' raw bytes.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { InferRequestWire } from '../../types/kserve'
+import type { InferRequestWire, InFlightBudget, InFlightReservation } from '../../types/kserve'
 import * as errors from '../errors'
 import { DEFAULT_JSON_LIMIT } from '../kserve/infer-limits'
+import { chargeInferBody, PARSED_JSON_MULTIPLE, reservationIn } from './in-flight'
 
 export const HEADER_LENGTH_HEADER = 'inference-header-content-length'
 
@@ -31,10 +32,18 @@ export interface InferBodyOptions {
    * take several times their text in memory once parsed; binary data and shared memory do not.
    */
   jsonLimit?: number
+  /**
+   * What all requests in flight may hold together (`app.systemSharedMemory.inFlight`): each body
+   * is charged to it before it is read, and its JSON before it is parsed; `readInferRequest` and
+   * `inferResponse` go on charging the request's outputs and answer, and everything is given back
+   * when the reply closes. Default: none, nothing charged.
+   */
+  inFlight?: InFlightBudget
 }
 
-function parseHeader (json: Buffer, jsonLimit: number): InferRequestWire {
+function parseHeader (json: Buffer, jsonLimit: number, reservation?: InFlightReservation): InferRequestWire {
   if (json.length > jsonLimit) throw errors.jsonRequestTooLarge(json.length, jsonLimit)
+  reservation?.charge(PARSED_JSON_MULTIPLE * json.length)
   try {
     return JSON.parse(json.toString())
   } catch {
@@ -42,19 +51,20 @@ function parseHeader (json: Buffer, jsonLimit: number): InferRequestWire {
   }
 }
 
-/** Splits and parses an infer body, given the value of its `Inference-Header-Content-Length`. */
+/** Splits and parses an infer body, given the value of its `Inference-Header-Content-Length`;
+ * its parsed JSON is charged to `reservation` first. */
 export function parseInferBody (headerLengthValue: string | string[] | undefined, body: Buffer,
-  jsonLimit = DEFAULT_JSON_LIMIT): InferBody {
-  if (headerLengthValue === undefined) return new InferBody(parseHeader(body, jsonLimit), body.subarray(body.length))
+  jsonLimit = DEFAULT_JSON_LIMIT, reservation?: InFlightReservation): InferBody {
+  if (headerLengthValue === undefined) return new InferBody(parseHeader(body, jsonLimit, reservation), body.subarray(body.length))
   const length = headerLength(headerLengthValue, body.length)
-  return new InferBody(parseHeader(body.subarray(0, length), jsonLimit), body.subarray(length))
+  return new InferBody(parseHeader(body.subarray(0, length), jsonLimit, reservation), body.subarray(length))
 }
 
 /** A Fastify content-type parser (`parseAs: 'buffer'`) that yields an `InferBody`. */
 export function inferBodyParser (request: FastifyRequest, body: Buffer, done: (error: Error | null, body?: InferBody) => void,
   jsonLimit = DEFAULT_JSON_LIMIT) {
   try {
-    done(null, parseInferBody(request.headers[HEADER_LENGTH_HEADER], body, jsonLimit))
+    done(null, parseInferBody(request.headers[HEADER_LENGTH_HEADER], body, jsonLimit, reservationIn(request)))
   } catch (error) {
     done(error as Error)
   }
@@ -65,7 +75,8 @@ export function inferBodyParser (request: FastifyRequest, body: Buffer, done: (e
  * Content-Type: clients send JSON, `application/octet-stream`, or nothing.
  */
 export function useInferBodyParser (app: FastifyInstance, options: InferBodyOptions = {}): void {
-  const { bodyLimit, jsonLimit } = options
+  const { bodyLimit, jsonLimit, inFlight } = options
+  if (inFlight !== undefined) app.addHook('preParsing', chargeInferBody(inFlight, bodyLimit ?? app.initialConfig.bodyLimit as number))
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit },
     (request: FastifyRequest, body: Buffer, done: (error: Error | null, body?: InferBody) => void) =>

@@ -8,7 +8,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { InferRequestWire } from '../../types/kserve'
 import { InferRequest, type ReadInferRequestOptions } from '../kserve/infer-request'
 import { checkInferRequest } from '../kserve/infer-wire'
+import { watchOutput } from '../util/send-progress'
 import { HEADER_LENGTH_HEADER, InferBody } from './infer-body'
+import { reservationIn, reservationOf } from './in-flight'
 
 function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: Buffer } {
   if (request.body instanceof InferBody) return request.body
@@ -18,11 +20,15 @@ function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: B
 /**
  * Reads the infer request of `request` for `options.model`. Every lease it takes is released when
  * the reply is finished or the connection closes (also while the reply waits behind pipelined
- * ones), so a handler cannot forget one.
+ * ones), so a handler cannot forget one. What it holds is charged to the registry's `inFlight`
+ * (its body first, if `useInferBodyParser` was not told to charge it as it arrived) and given
+ * back when the reply closes.
  */
 export function readInferRequest (request: FastifyRequest, reply: FastifyReply, options: ReadInferRequestOptions): InferRequest {
   const { header, binary } = bodyOf(request)
-  const infer = new InferRequest(checkInferRequest(header), binary, options)
+  const reservation = options.reservation ?? reservationIn(request) ?? bodyCharged(request, reply, options)
+  // The body copies each output's bytes once.
+  const infer = new InferRequest(checkInferRequest(header), binary, { outputCopies: 1, ...options, reservation })
   // A pipelined request's response waits behind the ones sent before it, and Node never closes a
   // waiting response when its connection goes: the socket's close ends the request too.
   const socket = request.raw.socket
@@ -39,34 +45,44 @@ export function readInferRequest (request: FastifyRequest, reply: FastifyReply, 
   return infer
 }
 
+/** A reservation for a request whose body no hook charged: the body is counted now, read already. */
+function bodyCharged (request: FastifyRequest, reply: FastifyReply, { registry }: ReadInferRequestOptions) {
+  const reservation = reservationOf(request, reply, registry.inFlight)
+  reservation.charge(Number(request.headers['content-length'] ?? 0))
+  return reservation
+}
+
 /**
  * The HTTP response body of `infer`, for the outputs it asked for; sets the reply's headers. The
  * body holds no byte of shared memory, so the request's leases end here: a client slow to read its
- * response holds no region. One that reads nothing for `limits.sendTimeoutMs` is dropped.
+ * response holds no region. One that reads nothing for `limits.sendTimeoutMs` is dropped. The
+ * body's copy of the outputs was charged with their storage.
  */
 export function inferResponse (infer: InferRequest, reply: FastifyReply): string | Buffer {
   try {
     const { header, binary } = infer.encode()
+    const headerBytes = Buffer.byteLength(header)
     dropWhenStalled(reply, infer.limits.sendTimeoutMs)
     if (binary.length === 0) {
       reply.type('application/json')
       return header
     }
-    const headerBytes = Buffer.from(header)
-    reply.type('application/octet-stream').header(HEADER_LENGTH_HEADER, headerBytes.length)
-    return Buffer.concat([headerBytes, ...binary])
+    reply.type('application/octet-stream').header(HEADER_LENGTH_HEADER, headerBytes)
+    return Buffer.concat([Buffer.from(header), ...binary])
   } finally {
     infer.release()
   }
 }
 
-/** Drops the connection once no byte of the response has moved for `ms` (Node restarts a socket's
- * timeout at every write the client's reading lets through, and sets its keep-alive timeout after). */
+/** Drops the connection once no byte of the response has moved for `ms`. */
 function dropWhenStalled (reply: FastifyReply, ms: number): void {
-  reply.raw.setTimeout(ms, () => {
+  const socket = reply.raw.socket
+  if (socket === null) return
+  const stop = watchOutput(socket, ms, () => {
     reply.log.warn({ sendTimeoutMs: ms }, 'the client read none of its response for the send timeout: connection dropped')
     reply.raw.destroy()
   })
+  reply.raw.once('close', stop)
 }
 
 const SOCKET_CLOSES = Symbol('fastify-triton-shm: infer requests ended by this socket\'s close')

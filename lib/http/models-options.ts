@@ -44,7 +44,8 @@ export interface KServeModelsOptions {
   openapi?: KServeModelsOpenApiOptions
 }
 
-const problemOf = validatorOf({
+/** The options of `kserveModels`, as the validator checks them (the README's table lists each). */
+export const modelsOptionsSchema = {
   type: 'object',
   additionalProperties: false,
   required: ['models'],
@@ -71,7 +72,9 @@ const problemOf = validatorOf({
     logLevel: { type: 'string' },
     logSerializers: { type: 'object' }
   }
-})
+}
+
+const problemOf = validatorOf(modelsOptionsSchema)
 
 export const MODELS_PLUGIN = 'fastify-triton-shm models'
 

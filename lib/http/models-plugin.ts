@@ -35,7 +35,9 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
   // filters the bodies, which are this plugin's own JSON.
   app.setValidatorCompiler(() => () => true)
   app.setSerializerCompiler(() => (body: unknown) => JSON.stringify(body))
-  useInferBodyParser(app, { bodyLimit, jsonLimit })
+  useInferBodyParser(app, { bodyLimit, jsonLimit, inFlight: registry.inFlight })
+  // What sequences hold (a model's state, leases it kept) is let go with the server.
+  app.addHook('onClose', async () => table.endSequences())
 
   const route = (url: string, of: ModelRoute, handler: ModelHandler, method: 'GET' | 'POST' = 'GET') =>
     app.route({ method, url, schema: schemas[of][url.includes(':version') ? 'modelVersion' : 'model'], handler: handler as RouteHandlerMethod })

@@ -100,7 +100,7 @@ function rangeText ([min, limit]: [number, number], bits: number): string {
 const inRange = (value: number, [min, limit]: [number, number]) => Number.isInteger(value) && value >= min && value < limit
 
 /** Elements from a JSON `data` array (already flattened), checked one by one. */
-export function typedArrayFromJson (input: string, datatype: Exclude<Datatype, 'BYTES'>, values: unknown[]): TypedArray {
+export function typedArrayFromJson (input: string, datatype: Exclude<Datatype, 'BYTES'>, values: ArrayLike<unknown>): TypedArray {
   const { json, integer } = FIXED_SIZE[datatype]
   if (json === undefined) throw errors.datatypeNotJson(input, datatype)
   const data = newTypedArray(datatype, values.length)

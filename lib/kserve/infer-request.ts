@@ -4,7 +4,10 @@
  * it uses is leased until its transport ends it (the response is built, or the client goes away).
  */
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
-import type { InferLimits, InferRequestWire, ModelSignature, Tensor, TensorData, TensorSpec } from '../../types/kserve'
+import type {
+  InferLimits, InFlightReservation, InferRequestWire, ModelSignature, Tensor, TensorData, TensorSpec
+} from '../../types/kserve'
+import type { SendOptions, SequenceContext, SequenceFlags } from '../../types/sequences'
 import * as errors from '../errors'
 import { DEFAULT_INFER_LIMITS } from './infer-limits'
 import { BinaryCursor, type InputBytes, readInput } from './input-tensors'
@@ -12,6 +15,7 @@ import {
   encodeResponse, type EncodedResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets,
   responseBudgets
 } from './output-tensors'
+import { sequenceFlagsOfJson } from './sequence-flags'
 
 export interface ReadInferRequestOptions {
   /** The registry that resolves `shared_memory_region` parameters (`app.systemSharedMemory`). */
@@ -22,7 +26,23 @@ export interface ReadInferRequestOptions {
   modelVersion?: string
   /** What one request may cost (defaults: `DEFAULT_INFER_LIMITS`). */
   limits?: InferLimits
+  /** The request's sequence flags, read by its transport; default: from the JSON request's
+   * `parameters`, as Triton's HTTP server reads them. */
+  sequence?: SequenceFlags
+  /** The request's share of what all requests in flight hold (`registry.inFlight.open()`): its
+   * output storage is charged to it before it is allocated. Its transport opens it (and charged the
+   * request's body or message to it first) and releases it when the request is over. Default: none,
+   * nothing charged. */
+  reservation?: InFlightReservation
+  /** How many times the transport copies output bytes into its answer (HTTP's body once, gRPC's
+   * encoding and framing twice): charged with the outputs' storage, so a request refused for what
+   * it would hold is refused before any output is written. Default 0. */
+  outputCopies?: number
 }
+
+/** Where a decoupled model's responses go: one response of the outputs stored since the last
+ * (`final`: the request's last); resolves once the transport can take another. */
+export type ResponseSender = (final: boolean) => Promise<void>
 
 const sameShape = (spec: number[], shape: number[]) =>
   spec.length === shape.length && spec.every((dim, index) => dim === -1 || dim === shape[index])
@@ -59,8 +79,13 @@ export class InferRequest {
   readonly model: ModelSignature
   /** The version of the model that runs the request, when known: every response names it. */
   readonly modelVersion?: string
-  /** The request's inputs, in the order sent. */
+  /** The request's inputs, in the order sent (a stateful model's control inputs after them). */
   readonly inputs: Tensor[]
+  /** What the request says of its sequence (Triton's `sequence_id`, `sequence_start`, `sequence_end`). */
+  readonly sequenceFlags: SequenceFlags
+  /** For a run of a stateful model (a declaration's `sequenceBatching`): its sequence, with the
+   * state the model keeps. Set by the model table. */
+  sequence?: SequenceContext
   readonly #plans: Map<string, OutputPlan>
   readonly #produced = new Map<string, ProducedOutput>()
   readonly #leases: Lease[] = []
@@ -68,21 +93,37 @@ export class InferRequest {
   /** Holds taken by `retain()` and not yet ended; `release()` waits for the last. */
   #holds = 0
   #releaseWaiting = false
+  /** Its leases ended: the request is over, whatever its transport says afterwards. */
+  #over = false
   /** What this request may cost (the defaults, and the limits it was read with). */
   readonly limits: Readonly<Required<InferLimits>>
-  readonly #budgets: ResponseBudgets
+  #budgets: ResponseBudgets
+  /** Budgets for a decoupled model's next response: charged to a reservation of its own. */
+  readonly #nextBudgets: () => ResponseBudgets
+  /** What a decoupled model's latest response holds, given back as the next one begins. */
+  #responseReservation?: InFlightReservation
+  #sender?: ResponseSender
+  #finalSent = false
 
   /** `bytes` gives the bytes of the inputs that declare them (`binary_data_size`), in order: a
    * binary body's section after its JSON, or another transport's own source. */
-  constructor (body: InferRequestWire, bytes: Buffer | InputBytes, { registry, model, modelVersion, limits }: ReadInferRequestOptions) {
+  constructor (body: InferRequestWire, bytes: Buffer | InputBytes,
+    { registry, model, modelVersion, limits, sequence, reservation, outputCopies = 0 }: ReadInferRequestOptions) {
     const binary = Buffer.isBuffer(bytes) ? new BinaryCursor(bytes) : bytes
     this.id = body.id
     this.model = model
     this.modelVersion = modelVersion
     this.limits = { ...DEFAULT_INFER_LIMITS, ...limits }
-    this.#budgets = responseBudgets(this.limits, binary.byteLength)
+    const ownBytes = binary.byteLength
+    this.#budgets = responseBudgets(this.limits, ownBytes, (bytes) => reservation?.charge(bytes), outputCopies)
+    this.#nextBudgets = () => {
+      this.#responseReservation?.release()
+      const next = this.#responseReservation = reservation && registry.inFlight.open()
+      return responseBudgets(this.limits, ownBytes, (bytes) => next?.charge(bytes), outputCopies)
+    }
     const hold = (lease: Lease) => { this.#leases.push(lease) }
     try {
+      this.sequenceFlags = sequence ?? sequenceFlagsOfJson(body.parameters)
       checkInputNames(body, model)
       checkBatch(body, model)
       const context = { model: model.name, registry, binary, limits: this.limits, hold }
@@ -133,6 +174,42 @@ export class InferRequest {
   }
 
   /**
+   * A decoupled model's response (Triton's `model_transaction_policy.decoupled`): the outputs
+   * stored since the last response (`output()`), sent now, in their regions or in the response.
+   * Resolves once the transport can take another response: a client slow to read holds the model
+   * here, so a run that awaits each send never piles responses up. After it, `output()` gives
+   * storage for the next response (an output in shared memory: the same region part, which the
+   * client must read before the next response overwrites it). Rejects for a model that is not
+   * decoupled, after the final response or the run's end, and once the client has gone.
+   */
+  async send ({ final = false }: SendOptions = {}): Promise<void> {
+    if (this.#finalSent) throw errors.responseAfterFinal(this.model.name)
+    const sender = this.#sender
+    if (sender === undefined) throw errors.notDecoupled(this.model.name)
+    this.signal.throwIfAborted()
+    this.#finalSent = final
+    try {
+      await sender(final)
+    } finally {
+      this.#produced.clear()
+      this.#budgets = this.#nextBudgets()
+    }
+  }
+
+  /** Where `send()` sends (the model table sets it for a decoupled model's run). */
+  sendResponsesTo (sender: ResponseSender): void {
+    this.#sender = sender
+  }
+
+  /** Ends `send()`: once the run is over, or its final response sent. True if the final one was. */
+  endResponses (): boolean {
+    this.#sender = undefined
+    const finalSent = this.#finalSent
+    this.#finalSent = true
+    return finalSent
+  }
+
+  /**
    * Aborted when the client goes away before the response is sent: its regions may be unmapped
    * from then on, so a long model run should stop (`signal.throwIfAborted()` throws a 499 error).
    */
@@ -140,8 +217,10 @@ export class InferRequest {
     return this.#abandoned.signal
   }
 
-  /** Marks the request abandoned by its client (see `signal`). */
+  /** Marks the request abandoned by its client (see `signal`). Nothing to do once its leases have
+   * ended (grpc-js reports every unary call that ended as cancelled). */
   abandon (): void {
+    if (this.#over) return
     this.#abandoned.abort(errors.clientClosedRequest())
   }
 
@@ -165,6 +244,8 @@ export class InferRequest {
   release (): void {
     this.#releaseWaiting = this.#holds > 0
     if (this.#releaseWaiting) return
+    this.#over = true
+    this.#responseReservation?.release()
     for (const lease of this.#leases.splice(0)) lease.release()
   }
 }

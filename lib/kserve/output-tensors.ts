@@ -83,14 +83,19 @@ export function outputStorage (spec: TensorSpec, shape: number[], plan: OutputPl
   const bytesPerElement = elementBytes(spec.datatype)
   if (bytesPerElement === undefined) {
     if (count > limits.maxBytesElements) throw errors.tooManyBytesElements(spec.name, count, limits.maxBytesElements)
+    budgets.hold(POINTER_BYTES * Number(count))
     return new Array<Buffer>(Number(count)).fill(Buffer.alloc(0))
   }
   const datatype = spec.datatype as FixedDatatype
   const required = count * BigInt(bytesPerElement)
   if (plan?.lease === undefined) {
-    // JSON's typed array is a fraction of its characters' budget (an element takes at least 2).
-    if (sentAsJson(plan)) budgets.json.charge(spec.name, maxJsonChars(datatype, Number(count)))
-    else chargeBytes(budgets.binary, spec.name, required)
+    if (sentAsJson(plan)) {
+      // JSON's typed array is a fraction of its characters' budget (an element takes at least 2).
+      budgets.json.charge(spec.name, maxJsonChars(datatype, Number(count)))
+      budgets.hold(Number(required))
+    } else {
+      chargeBytes(budgets.binary, spec.name, required)
+    }
     return newTypedArray(datatype, Number(count))
   }
   if (plan.lease.byteSize < required) throw errors.outputTooSmall(spec.name, plan.lease.byteSize, required)
@@ -103,17 +108,23 @@ export function outputStorage (spec: TensorSpec, shape: number[], plan: OutputPl
 const chargeBytes = (budget: ResponseBudget, output: string, bytes: bigint): void =>
   budget.charge(output, bytes > BigInt(budget.left) ? Infinity : Number(bytes))
 
+/** A BYTES output's storage: one reference per element (the elements are the model's own). */
+const POINTER_BYTES = 8
+
 /** What a response may still carry of one kind (characters of JSON, bytes of binary data):
- * charged before the storage it pays for is allocated. */
+ * charged before the storage it pays for is allocated, and passed on to `spend` (what all
+ * requests in flight hold together), which may refuse it too. */
 export class ResponseBudget {
   left: number
 
-  constructor (readonly total: number, private readonly refuse: (output: string, total: number) => Error) {
+  constructor (readonly total: number, private readonly refuse: (output: string, total: number) => Error,
+    private readonly spend: (amount: number) => void) {
     this.left = total
   }
 
   charge (output: string, amount: number): void {
     if (amount > this.left) throw this.refuse(output, this.total)
+    this.spend(amount)
     this.left -= amount
   }
 }
@@ -123,13 +134,22 @@ export interface ResponseBudgets {
   /** Output bytes held outside shared memory: binary outputs, outputs the request did not ask
    * for, scratch for outputs that overlap an input. */
   binary: ResponseBudget
+  /** Charges memory the response holds that neither counts: the typed arrays JSON outputs are
+   * computed in, BYTES outputs' element arrays. */
+  hold(bytes: number): void
 }
 
-export function responseBudgets (limits: Required<InferLimits>, ownBytes: number): ResponseBudgets {
+/** The budgets of one response; `hold` is the request's share of what all requests in flight
+ * may hold (its reservation's charge), which every charge goes to as well, with the `copies` of
+ * the output's bytes its transport's answer will make. */
+export function responseBudgets (limits: Required<InferLimits>, ownBytes: number, hold: (bytes: number) => void,
+  copies = 0): ResponseBudgets {
+  const answered = (amount: number) => hold(amount * (1 + copies))
   return {
-    json: new ResponseBudget(limits.maxJsonResponseChars, errors.jsonResponseTooLarge),
+    json: new ResponseBudget(limits.maxJsonResponseChars, errors.jsonResponseTooLarge, answered),
     // A request may always have back as many bytes as it sent.
-    binary: new ResponseBudget(Math.max(limits.maxOutputBytes, ownBytes), errors.outputTooLarge)
+    binary: new ResponseBudget(Math.max(limits.maxOutputBytes, ownBytes), errors.outputTooLarge, answered),
+    hold
   }
 }
 

@@ -3,11 +3,12 @@
  * message naming the model and the field, instead of misbehaving at the first request.
  */
 import type { ModelSignature } from '../../types/kserve'
+import type { SequenceBatching } from '../../types/sequences'
 import type { ModelLoadOverrides } from '../../types/models'
 import * as errors from '../errors'
 import { DATATYPES } from '../kserve/datatypes'
 import type { InferRequest } from '../kserve/infer-request'
-import { type Problem, validatorOf } from '../util/options-validator'
+import { positiveInteger, type Problem, validatorOf } from '../util/options-validator'
 
 /**
  * One model (at one or more versions) as the host declares it: its KServe signature (`versions`
@@ -21,6 +22,15 @@ export interface ModelDeclaration extends ModelSignature {
   labelFilenames?: Record<string, string>
   /** Whether the model starts ready (see `ModelTable.setReady`). Default true. */
   ready?: boolean
+  /**
+   * Triton's `model_transaction_policy.decoupled`: the run answers a request with zero or more
+   * responses, each sent with `await infer.send()`, and then completes (the final flag). Served
+   * over gRPC's ModelStreamInfer; HTTP and ModelInfer refuse it, as Triton's do. Default false.
+   */
+  decoupled?: boolean
+  /** Triton's `sequence_batching`: a stateful model, whose runs get their sequence and its state
+   * (`infer.sequence`) and the control inputs it declares. Default: a model without state. */
+  sequenceBatching?: SequenceBatching
   /** Reads the inputs and fills the outputs of one request; may be async. A throw fails the request. */
   run(infer: InferRequest): void | Promise<void>
   /** Loads a version again in this process, when a load request (the model repository extension)
@@ -68,11 +78,56 @@ const problemOf = validatorOf({
     outputs: tensors,
     labelFilenames: { type: 'object', additionalProperties: { type: 'string' } },
     ready: { type: 'boolean' },
+    decoupled: { type: 'boolean' },
+    sequenceBatching: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        maxSequenceIdleMicroseconds: positiveInteger,
+        controlInputs: {
+          type: 'array',
+          items: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['name', 'kind', 'datatype'],
+            properties: {
+              name: { type: 'string', minLength: 1 },
+              kind: { enum: ['CONTROL_SEQUENCE_START', 'CONTROL_SEQUENCE_END', 'CONTROL_SEQUENCE_READY', 'CONTROL_SEQUENCE_CORRID'] },
+              datatype: { enum: ['INT32', 'FP32', 'BOOL', 'UINT64', 'INT64', 'UINT32', 'BYTES'] },
+              falseTrue: { type: 'array', minItems: 2, maxItems: 2, items: { type: 'number' } }
+            }
+          }
+        }
+      }
+    },
     run: { isFunction: true },
     load: { isFunction: true },
     unload: { isFunction: true }
   }
 })
+
+/** The datatypes Triton allows each control kind: a flag's, or the correlation id's. */
+const FLAG_DATATYPES = ['INT32', 'FP32', 'BOOL']
+const CORRELATION_ID_DATATYPES = ['UINT64', 'INT64', 'UINT32', 'INT32', 'BYTES']
+
+/** What is wrong with the control inputs of a stateful model, if anything. */
+function controlProblem ({ inputs, sequenceBatching }: ModelDeclaration): string | undefined {
+  const names = new Set(inputs.map(({ name }) => name))
+  const kinds = new Set<string>()
+  for (const [index, { name, kind, datatype, falseTrue }] of (sequenceBatching?.controlInputs ?? []).entries()) {
+    const at = `'sequenceBatching.controlInputs.${index}'`
+    if (names.has(name)) return `${at}: '${name}' is the name of an input or of another control input`
+    names.add(name)
+    if (kinds.has(kind)) return `${at}: a second ${kind} control`
+    kinds.add(kind)
+    const corrid = kind === 'CONTROL_SEQUENCE_CORRID'
+    if (!(corrid ? CORRELATION_ID_DATATYPES : FLAG_DATATYPES).includes(datatype)) {
+      return `${at}: a ${kind} control must be one of ${(corrid ? CORRELATION_ID_DATATYPES : FLAG_DATATYPES).join(', ')}`
+    }
+    if (corrid && falseTrue !== undefined) return `${at}: a ${kind} control has no 'falseTrue'`
+  }
+  return undefined
+}
 
 function describe ({ path, unknown, message }: Problem): string {
   if (unknown !== undefined) return `unknown field '${unknown}'`
@@ -96,5 +151,7 @@ export function checkDeclaration (declaration: ModelDeclaration): ModelDeclarati
   if (unbatched !== undefined) {
     throw invalid(declaration, `tensor '${unbatched.name}' must have -1 as its first dimension: with maxBatchSize above 0 it is the batch`)
   }
+  const controls = controlProblem(declaration)
+  if (controls !== undefined) throw invalid(declaration, controls)
   return declaration
 }

@@ -4,13 +4,40 @@
  * values as JSON numbers).
  */
 import type { TensorSpec } from '../../types/kserve'
-import type { ConfigDatatype, ModelConfigResponse, ModelMetadataResponse } from '../../types/models'
+import type { ConfigDatatype, ModelConfigResponse, ModelMetadataResponse, ModelSequenceBatchingConfig } from '../../types/models'
+import type { SequenceBatching } from '../../types/sequences'
 import type { ModelDeclaration } from './declaration'
+
+/** Triton's `max_sequence_idle_microseconds` when a configuration gives none. */
+export const DEFAULT_SEQUENCE_IDLE_MICROSECONDS = 1_000_000
 
 /** Triton's `max_batch_size` is an int32: a model that takes any batch shows the largest. */
 const INT32_MAX = 2 ** 31 - 1
 
-const configDatatype = ({ datatype }: TensorSpec): ConfigDatatype => datatype === 'BYTES' ? 'TYPE_STRING' : `TYPE_${datatype}`
+const configDatatype = ({ datatype }: Pick<TensorSpec, 'datatype'>): ConfigDatatype => datatype === 'BYTES' ? 'TYPE_STRING' : `TYPE_${datatype}`
+
+/** Triton's `sequence_batching`, as it prints one whose strategy was left to its default (direct). */
+function sequenceBatchingConfig ({ maxSequenceIdleMicroseconds, controlInputs = [] }: SequenceBatching): ModelSequenceBatchingConfig {
+  return {
+    direct: { max_queue_delay_microseconds: 0, minimum_slot_utilization: 0 },
+    max_sequence_idle_microseconds: maxSequenceIdleMicroseconds ?? DEFAULT_SEQUENCE_IDLE_MICROSECONDS,
+    control_input: controlInputs.map(({ name, kind, datatype, falseTrue = [0, 1] }) => {
+      const flag = kind !== 'CONTROL_SEQUENCE_CORRID'
+      return {
+        name,
+        control: [{
+          kind,
+          int32_false_true: flag && datatype === 'INT32' ? [...falseTrue] : [],
+          fp32_false_true: flag && datatype === 'FP32' ? [...falseTrue] : [],
+          bool_false_true: flag && datatype === 'BOOL' ? falseTrue.map(Boolean) : [],
+          data_type: flag ? 'TYPE_INVALID' : configDatatype({ datatype })
+        }]
+      }
+    }),
+    state: [],
+    iterative_sequence: false
+  }
+}
 
 /** The dimensions Triton's configuration shows: without the batch dimension of a batching model. */
 const dimsOf = (spec: TensorSpec, batching: boolean) => batching ? spec.shape.slice(1) : spec.shape
@@ -25,7 +52,7 @@ export function modelMetadata (declaration: ModelDeclaration, versions: string[]
 
 /** Triton's model configuration of `declaration`; `versions` are every version of its name. */
 export function modelConfig (declaration: ModelDeclaration, versions: string[]): ModelConfigResponse {
-  const { name, platform = '', backend = '', maxBatchSize = 0, labelFilenames = {} } = declaration
+  const { name, platform = '', backend = '', maxBatchSize = 0, labelFilenames = {}, decoupled = false, sequenceBatching } = declaration
   const batching = isBatching(declaration)
   return {
     name,
@@ -54,6 +81,8 @@ export function modelConfig (declaration: ModelDeclaration, versions: string[]):
     })),
     batch_input: [],
     batch_output: [],
+    // Where Triton prints its scheduling choice.
+    ...(sequenceBatching !== undefined && { sequence_batching: sequenceBatchingConfig(sequenceBatching) }),
     instance_group: [{
       name, kind: 'KIND_CPU', count: 1, gpus: [], secondary_devices: [], profile: [], passive: false, host_policy: ''
     }],
@@ -62,7 +91,7 @@ export function modelConfig (declaration: ModelDeclaration, versions: string[]):
     metric_tags: {},
     parameters: {},
     model_warmup: [],
-    model_transaction_policy: { decoupled: false },
+    model_transaction_policy: { decoupled },
     response_cache: { enable: false }
   }
 }

@@ -17,6 +17,7 @@ import { MemoryModelStore } from '../store/model-store'
 import { checkDeclaration, DEFAULT_VERSIONS, type ModelDeclaration } from './declaration'
 import { modelConfig, modelMetadata } from './model-config'
 import { ModelRepository, serving, type VersionState } from './model-repository'
+import { SequenceBatcher, type SequenceTurn } from './sequences'
 import { type FailureReason, InferenceStatistics, type StatisticsTotals } from './statistics'
 import { checkTableOptions, type ModelTableOptions } from './table-options'
 
@@ -43,6 +44,20 @@ export interface InferCall<Result> {
   beforeRun?(infer: InferRequest): void | Promise<void>
   /** The response, from the outputs the run filled (timed as `compute_output`). */
   respond(infer: InferRequest): Result
+  /** The transport, for Triton's words when it cannot carry a decoupled model's responses
+   * (`ModelTable.infer`). Default `http`. */
+  transport?: 'http' | 'grpc'
+}
+
+/**
+ * One request of a stream (gRPC's ModelStreamInfer), for any model: `respond` builds each response
+ * (a decoupled model's, once per `infer.send()`), `send` sends it.
+ */
+export interface StreamCall<Result> extends InferCall<Result> {
+  /** Sends one response of the request: `result`, or none (the final flag alone, after a decoupled
+   * model's last response); `final`: the request's last. Resolves once the transport can take
+   * another: a decoupled model's `infer.send()` waits for it. */
+  send(result: Result | undefined, final: boolean): Promise<void>
 }
 
 /** One version of one model. */
@@ -53,6 +68,8 @@ interface ModelVersion extends VersionState {
   readonly signature: ModelSignature
   ready: boolean
   readonly statistics: InferenceStatistics
+  /** A stateful model's sequences. */
+  readonly sequences?: SequenceBatcher
 }
 
 /** A version as declared: loaded, with no request in flight. */
@@ -105,8 +122,17 @@ export class ModelTable {
       const taken = known.find(({ version }) => versions.includes(version))
       if (taken !== undefined) throw errors.modelVersionDeclaredTwice(name, taken.version)
       const signature = signatureOf(declaration, versions)
+      const { sequenceBatching, maxBatchSize = 0 } = declaration
       const statisticsOf = (version: string) => new InferenceStatistics(store.cells(name, version))
-      known.push(...versions.map((version) => ({ version, declaration, signature, ready, statistics: statisticsOf(version), ...NEW_VERSION_STATE })))
+      known.push(...versions.map((version) => ({
+        version,
+        declaration,
+        signature,
+        ready,
+        statistics: statisticsOf(version),
+        ...NEW_VERSION_STATE,
+        ...(sequenceBatching !== undefined && { sequences: new SequenceBatcher(name, sequenceBatching, maxBatchSize > 0) })
+      })))
       this.#models.set(name, known.sort(byVersion))
     }
     const { repository = false, processStatistics = false, log } = checkTableOptions(options)
@@ -231,6 +257,11 @@ export class ModelTable {
     return { model_stats: entries.map(([model, entry]) => entry.statistics.toJSON(model, entry.version)) }
   }
 
+  /** Whether the version (default: the newest ready) is decoupled (answers over streams only). */
+  isDecoupled (name: string, version?: string): boolean {
+    return this.#resolve(name, version).declaration.decoupled === true
+  }
+
   /** The repository index: every declared version of every model, by name then version, with its
    * state (`READY`, `UNAVAILABLE` with its reason, `LOADING`); only the ready ones if `readyOnly`. */
   index (readyOnly = false): RepositoryIndexEntry[] {
@@ -260,45 +291,90 @@ export class ModelTable {
   /**
    * Runs one inference on the version (default: the newest ready) of a model, measured into its
    * statistics: `call.read` reads the request for its signature (`compute_input`),
-   * `call.beforeRun` waits (`queue`), the declaration's `run` runs unless the client has gone
+   * `call.beforeRun` waits (`queue`, with the wait of a stateful model's request for the earlier
+   * ones of its sequence), the declaration's `run` runs unless the client has gone
    * (`compute_infer`), `call.respond` builds the answer (`compute_output`), which is returned.
-   * Resolution errors throw before anything is counted; any later throw counts as a failed request
-   * and is rethrown. Leases the request holds are the caller's to release (`readInferRequest`
+   * Resolution errors (and a decoupled model, which this one answer cannot serve: Triton's
+   * UNSUPPORTED) throw before anything is counted; any later throw counts as a failed request and
+   * is rethrown. Leases the request holds are the caller's to release (`readInferRequest`
    * releases them when the HTTP reply ends; any other transport calls `infer.release()`).
    */
   async infer<Result> (name: string, version: string | undefined, call: InferCall<Result>): Promise<Result> {
-    // A model loading in this process (its hook runs, for a load here or one just read from the
-    // store) is waited for, not refused.
+    const model = await this.#serving(name, version)
+    if (model.declaration.decoupled === true) {
+      throw errors.decoupledNotSupported(call.transport === 'grpc' ? 'ModelInfer RPC' : 'HTTP end point')
+    }
+    return this.#run(model, call) as Promise<Result>
+  }
+
+  /**
+   * Runs one request of a stream on any model, as `infer` does: a model that is not decoupled has
+   * its one response sent (final); a decoupled one's run sends each of its responses as it goes
+   * (`infer.send()`), then its end sends the final flag alone unless its last response had it.
+   * Resolves once the final response was sent. Leases end as for `infer`: the caller's, once this
+   * settles (a decoupled model's responses all use the request's regions).
+   */
+  async stream<Result> (name: string, version: string | undefined, call: StreamCall<Result>): Promise<void> {
+    const model = await this.#serving(name, version)
+    if (model.declaration.decoupled !== true) return await call.send(await this.#run(model, call), true)
+    await this.#run(model, call, call)
+  }
+
+  /** Releases every sequence of every stateful model (the server is closing): what their state
+   * holds is let go, and later requests must start their sequences again. */
+  endSequences (): void {
+    for (const versions of this.#models.values()) for (const { sequences } of versions) sequences?.endAll()
+  }
+
+  /** The version a request runs on. A model loading in this process (its hook runs, for a load
+   * here or one just read from the store) is waited for, not refused. */
+  async #serving (name: string, version: string | undefined): Promise<ModelVersion> {
     this.#repository.sync()
     const loading = this.#repository.loadingOf(name)
     if (loading !== undefined) await loading
-    const model = this.#resolve(name, version)
+    return this.#resolve(name, version)
+  }
+
+  async #run<Result> (model: ModelVersion, call: InferCall<Result>, stream?: StreamCall<Result>): Promise<Result | undefined> {
     const start = performance.now()
     const { statistics } = model
     model.inFlight++
     statistics.started()
     let infer: InferRequest | undefined
+    let turn: SequenceTurn | undefined
     let pending = true
     let running = false
-    let result: Result
+    let result: Result | undefined
     try {
       infer = call.read(model.signature, model.version)
       const read = performance.now()
+      // At once, so a stream's requests of one sequence are queued in the order they were read.
+      turn = model.sequences?.admit(infer, batchSizeOf(model, infer))
       await call.beforeRun?.(infer)
+      if (turn !== undefined) await turn.ready
       infer.signal.throwIfAborted()
+      const sending = infer
+      if (stream !== undefined) sending.sendResponsesTo((final) => stream.send(call.respond(sending), final))
       const runStart = performance.now()
       pending = false
       running = true
       statistics.running()
-      await model.declaration.run(infer)
+      let finalSent: boolean
+      try {
+        await model.declaration.run(infer)
+      } finally {
+        finalSent = infer.endResponses()
+      }
       const ran = performance.now()
       running = false
-      result = call.respond(infer)
+      if (stream === undefined) result = call.respond(infer)
+      else if (!finalSent) await stream.send(undefined, true)
       statistics.succeeded({ start, read, runStart, ran, end: performance.now() }, batchSizeOf(model, infer))
     } catch (error) {
       statistics.failed(start, failureReason(error, infer?.signal, running), pending)
       throw error
     } finally {
+      turn?.done()
       if (--model.inFlight === 0 && model.drained !== undefined) {
         const drained = model.drained
         model.drained = undefined

@@ -11,6 +11,7 @@ import type {
 } from '../../types'
 import * as errors from '../errors'
 import { TritonError } from '../errors'
+import { InFlightBytes } from './in-flight-bytes'
 import { KeyPolicy } from './key-policy'
 import { RegionLease } from './lease'
 import { MappedRange, PosixShmError } from '../addon/posix-shm'
@@ -65,12 +66,14 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   readonly #rejections = new Map<string, number>()
   /** Set by close(): nothing would unmap a region registered afterwards. */
   #closed = false
+  readonly inFlight: InFlightBytes
 
   constructor (options: RegistryOptions = {}) {
     super()
     this.#keyPolicy = new KeyPolicy(options.allowKey, options.reservedKeyPrefixes)
     this.#limits = { ...DEFAULT_LIMITS, ...options.limits }
     this.#log = options.logger ?? silentLogger
+    this.inFlight = new InFlightBytes(options.maxInFlightBytes)
     this.#store = options.sharedRegistry === undefined ? new MemoryStore() : new SqliteStore(options.sharedRegistry)
     // Registrations made before this process arrived are the registry's state, not news.
     for (const record of this.#store.records().values()) this.#announced.set(record.id, record)

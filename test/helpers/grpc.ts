@@ -6,9 +6,10 @@
 import {
   credentials, makeGenericClientConstructor, Metadata, Server, ServerCredentials, type ServiceError, type UntypedServiceImplementation
 } from '@grpc/grpc-js'
+import Fastify, { type FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
 import { connectionInterceptor, inferenceService, MESSAGE_LIMIT_OPTIONS, modelInferHandler, sharedMemoryService } from '../../lib/grpc'
-import { ModelTable } from '../../lib/index'
+import fastifyTritonShm, { type FastifyTritonShmOptions, ModelTable } from '../../lib/index'
 import type { SystemSharedMemoryRegistry } from '../../types'
 import type { SharedMemoryServiceOptions } from '../../types/grpc'
 import type { TestModel } from './kserve'
@@ -74,6 +75,19 @@ export async function startServer (t: Test, implementation: UntypedServiceImplem
 /** The test models in a model table, as both transports serve them. */
 export const modelTable = (models: TestModel[]) =>
   new ModelTable(models.map(({ signature, execute }) => ({ ...signature, run: execute })))
+
+/** An app with the plugin's own gRPC listener on port 0 serving `models` (`options.grpc` added to
+ * it); closed when the test ends, unless the test closed it. */
+export async function listenGrpcPlugin (t: Test, models: TestModel[], options: FastifyTritonShmOptions = {}):
+Promise<{ app: FastifyInstance, port: number }> {
+  const app = Fastify()
+  let closed = false
+  t.teardown(() => closed || app.close())
+  app.addHook('onClose', async () => { closed = true })
+  await app.register(fastifyTritonShm, { ...options, grpc: { port: 0, models: modelTable(models), ...options.grpc } })
+  await app.ready()
+  return { app, port: app.tritonGrpc.port as number }
+}
 
 /** A host's server: the shared memory RPCs and ModelInfer over `registry` for `models`; and a client of it. */
 export async function startHostServer (t: Test, registry: SystemSharedMemoryRegistry, models: TestModel[] = [],

@@ -91,6 +91,24 @@ export function echoModel (name: string, datatypes: Datatype[], shape: number[] 
 }
 
 /** Triton's `simple` signature (INT32 [-1, 16] INPUT0, INPUT1 -> OUTPUT0 = sum, OUTPUT1 = difference). */
+/** `sumModel` named `name` that, once a request reaches it, waits for `release()`: a run in flight
+ * a test holds; `reached` resolves when the first one arrives. */
+export function heldSum (name = 'slow'): { model: TestModel, reached: Promise<void>, release: () => void } {
+  let arrived = () => {}
+  const reached = new Promise<void>((resolve) => { arrived = resolve })
+  let release = () => {}
+  const released = new Promise<void>((resolve) => { release = resolve })
+  const model: TestModel = {
+    signature: { ...sumModel().signature, name },
+    async execute (infer) {
+      arrived()
+      await released
+      return sumModel().execute(infer)
+    }
+  }
+  return { model, reached, release }
+}
+
 export function sumModel (name = 'simple', datatype: 'INT32' | 'FP32' | 'FP64' | 'INT64' = 'INT32', shape = [-1, 16]): TestModel {
   const pair = (prefix: string) => [0, 1].map((index) => ({ name: `${prefix}${index}`, datatype, shape }))
   return {

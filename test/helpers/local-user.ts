@@ -5,10 +5,11 @@
  * own). Otherwise the checks that need it SKIP naming what is missing, and fail in CI
  * (test/helpers/ci.ts), which creates it before the tests (.ci/run).
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import type { Test } from 'tap'
 import { onPath } from '../../scripts/toolchains'
 import { cannotCheckHere } from './ci'
+import { plainNode } from './peer-clients'
 
 export const PEER_USER = 'shmpeer'
 
@@ -65,10 +66,18 @@ function createPeerUser (): string | undefined {
 export function peerUser (t: Test, check: string): LocalUser | undefined {
   const missing = lookUpUser(PEER_USER) === undefined ? createPeerUser() : undefined
   const user = lookUpUser(PEER_USER)
-  const runAs = user === undefined || process.getuid?.() === 0 || process.getuid?.() === user.uid
-    ? undefined
-    : `not root: cannot run a process as ${PEER_USER}`
-  if (missing === undefined && user !== undefined && runAs === undefined) return user
-  cannotCheckHere(t, check, missing ?? runAs ?? `no local user ${PEER_USER}`)
+  const why = missing ?? (user === undefined ? `no local user ${PEER_USER}` : whyNotRunAs(user))
+  if (why === undefined) return user
+  cannotCheckHere(t, check, why)
   return undefined
+}
+
+/** Why this process cannot run a Node client as `user`, or undefined if it can. */
+function whyNotRunAs (user: LocalUser): string | undefined {
+  const uid = process.getuid?.()
+  if (uid !== 0 && uid !== user.uid) return `not root: cannot run a process as ${PEER_USER}`
+  const [command, ...args] = plainNode(['-e', ''])
+  const result = spawnSync(command, args, { uid: user.uid, gid: user.gid, cwd: '/', encoding: 'utf8', env: { PATH: process.env.PATH } })
+  if (result.status === 0) return undefined
+  return `${user.name} cannot run this Node (${process.execPath}): ${(result.stderr || result.error?.message || '').trim()}`
 }

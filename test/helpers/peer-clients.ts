@@ -36,6 +36,15 @@ socket.on('error', (error) => { process.stderr.write(String(error.stack) + '\\n'
 process.stdin.on('end', () => process.exit(0)).resume()
 `
 
+/**
+ * The command that runs `node <args>` as a plain client: the test runner hooks every process the
+ * tests spawn, adding its loader from the checkout's node_modules to NODE_OPTIONS, which another
+ * user may be unable to read (a checkout under a private home). `env -u` drops it for the client.
+ */
+export function plainNode (args: string[], prefix: string[] = []): [string, ...string[]] {
+  return [...prefix, 'env', '-u', 'NODE_OPTIONS', process.execPath, ...args] as [string, ...string[]]
+}
+
 /** A directory every user can read and enter, removed when the test ends. */
 export function sharedScratch (t: Test, label: string): string {
   const directory = mkdtempSync(path.join(tmpdir(), `fts-${label}-`))
@@ -70,7 +79,7 @@ export interface RunAs {
 /** Starts a client that connects to `target` and holds on; resolves once it has connected. It is
  * ended when the test ends. */
 export async function startClient (t: Test, script: string, target: string[], runAs: RunAs = {}): Promise<ClientReport> {
-  const [command, ...args] = [...runAs.prefix ?? [], process.execPath, script, ...target]
+  const [command, ...args] = plainNode([script, ...target], runAs.prefix)
   const child: ChildProcessWithoutNullStreams = spawn(command, args, {
     uid: runAs.uid,
     gid: runAs.gid,

@@ -13,6 +13,8 @@ export interface StalledResponse {
   socket: Socket
   /** Bytes of the response read before the client stopped. */
   received: number
+  /** The text of the first bytes read: the status line and headers. */
+  head: string
   /** Settles when the connection has closed, at either end. */
   closed: Promise<unknown>
 }
@@ -31,7 +33,7 @@ export async function stalledInfer (t: Test, port: number, model: string, body: 
     `Connection: close\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`)
   const [first] = await once(socket, 'data') as [Buffer]
   socket.pause()
-  return { socket, received: first.length, closed }
+  return { socket, received: first.length, head: first.subarray(0, 4096).toString('latin1'), closed }
 }
 
 /** Reads what is left of a stalled response, until the connection ends: the bytes read. */

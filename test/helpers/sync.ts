@@ -22,6 +22,16 @@ export async function bounded<T> (promise: Promise<T>, what: string, ms = PATIEN
   }
 }
 
+/** Resolves once `check()` holds, polled every 20 ms: for what a server does a turn after its
+ * client sees it (a reply's close, a call's end). Rejects naming `what` after `PATIENCE_MS`. */
+export async function eventually (check: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + PATIENCE_MS
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(what)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
 /** Resolves once `check()` holds: checked now, then after each `event` of `emitter`. */
 export async function whenEvent (emitter: Pick<EventEmitter, 'on' | 'off'>, event: string, check: () => boolean,
   what: string, ms = PATIENCE_MS): Promise<void> {

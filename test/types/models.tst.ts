@@ -2,7 +2,7 @@ import Fastify from 'fastify'
 import { describe, expect, test } from 'tstyche'
 import {
   type InferRequest, kserveModels, type ModelConfigResponse, type ModelDeclaration, type ModelMetadataResponse,
-  type ModelStatisticsResponse, ModelTable
+  type ModelStatisticsResponse, ModelTable, type SequenceControlInput, type SequenceControlKind
 } from '../../lib/index'
 
 const declaration: ModelDeclaration = {
@@ -19,6 +19,25 @@ describe('the model table', () => {
     expect<ModelDeclaration>().type.not.toBeAssignableFrom({ name: 'x', inputs: [], outputs: [] })
     expect<ModelDeclaration>().type.toBeAssignableFrom({ ...declaration, backend: 'onnxruntime', labelFilenames: { OUTPUT0: 'l.txt' }, ready: false })
     expect<ModelDeclaration>().type.toBeAssignableFrom({ ...declaration, run: async (_infer: InferRequest) => {} })
+  })
+
+  test('a decoupled model sends its responses; a stateful one reads its sequence', () => {
+    expect<ModelDeclaration>().type.toBeAssignableFrom({
+      ...declaration,
+      decoupled: true,
+      run: async (infer: InferRequest) => { await infer.send({ final: true }) }
+    })
+    const stateful: ModelDeclaration = {
+      ...declaration,
+      sequenceBatching: { maxSequenceIdleMicroseconds: 1000, controlInputs: [{ name: 'START', kind: 'CONTROL_SEQUENCE_START', datatype: 'INT32', falseTrue: [0, 1] }] },
+      run (infer) { if (infer.sequence !== undefined) infer.sequence.state = infer.sequence.correlationId }
+    }
+    expect(stateful.sequenceBatching?.controlInputs?.[0].kind).type.toBe<SequenceControlKind | undefined>()
+    expect<SequenceControlInput>().type.not.toBeAssignableFrom({ name: 'S', kind: 'START' as const, datatype: 'INT32' as const })
+    expect<SequenceControlInput>().type.not.toBeAssignableFrom({ name: 'S', kind: 'CONTROL_SEQUENCE_START' as const, datatype: 'FP16' as const })
+    expect<InferRequest['sequenceFlags']['correlationId']>().type.toBe<bigint | string | undefined>()
+    expect(table.stream('simple', undefined, { read: () => ({}) as InferRequest, respond: () => 1, send: async (_result: number | undefined, _final: boolean) => {} }))
+      .type.toBe<Promise<void>>()
   })
 
   test('answers are Triton\'s shapes', () => {

@@ -1,0 +1,418 @@
+/**
+ * ModelInferRequest read from its protobuf bytes by the package itself, in two passes: the first
+ * walks the message without allocating and says what its decoded form will take (refusing, before
+ * anything is allocated, one that would take more than a small multiple of its own bytes); the
+ * second decodes it, typed `contents` straight into typed arrays and `bytes_contents` into one
+ * serialized buffer, never an object per element. (proto-loader makes a decimal string per int64
+ * element: 128 Mi one-byte zeros, 127 KiB once compressed, took the heap.) Fields this package does
+ * not know are skipped, as protobuf requires; the message otherwise has the shape proto-loader
+ * gives it with `GRPC_LOADER_OPTIONS`.
+ */
+import type { InferInputTensor, InferParameter, InferParameters, InferRequestedOutputTensor, InferTensorContents, ModelInferRequest }
+  from '../../types/grpc'
+import * as errors from '../errors'
+import { parseBytesTensor } from '../kserve/bytes-tensor'
+
+const VARINT = 0
+const FIXED64 = 1
+const DELIMITED = 2
+const FIXED32 = 5
+
+const MESSAGE = 'ModelInferRequest'
+
+const malformed = (reason: string) => errors.malformedMessage(MESSAGE, reason)
+
+/** Reads varints and lengths of `bytes`, from `position` on, never past `end`. */
+class Cursor {
+  /** The last 64-bit varint read, as two 32-bit words. */
+  low = 0
+  high = 0
+
+  constructor (readonly bytes: Uint8Array, public position: number, readonly end: number) {}
+
+  /** Reads a varint into `low` and `high` (its bits past the 64th, which protobuf drops, dropped). */
+  varint (): void {
+    const { bytes, end } = this
+    let low = 0
+    let high = 0
+    for (let shift = 0; shift < 70; shift += 7) {
+      if (this.position >= end) throw malformed('a varint runs past the end of its field')
+      const byte = bytes[this.position++]
+      const bits = byte & 0x7f
+      if (shift < 28) low |= bits << shift
+      else if (shift === 28) {
+        low |= bits << 28
+        high |= bits >>> 4
+      } else high |= bits << (shift - 32) // the 10th byte: only its lowest bit is left in 64
+      if (byte < 0x80) {
+        this.low = low >>> 0
+        this.high = high >>> 0
+        return
+      }
+    }
+    throw malformed('a varint is longer than 10 bytes')
+  }
+
+  /** A varint that must fit in 31 bits: tags and lengths. */
+  small (what: string): number {
+    this.varint()
+    if (this.high !== 0 || this.low > 0x7fffffff) throw malformed(`${what} is too large`)
+    return this.low
+  }
+
+  skip (bytes: number): void {
+    if (bytes > this.end - this.position) throw malformed('a field runs past the end of its message')
+    this.position += bytes
+  }
+}
+
+/** Called for each field of a message: its number, wire type, and where its value lies (a
+ * delimited field's payload, or the bytes of a number). */
+type Visit = (field: number, wire: number, start: number, end: number) => void
+
+/** The wire types each field of a message may come in; fields not listed are skipped. */
+type Expected = Record<number, readonly number[]>
+
+function eachField (bytes: Uint8Array, start: number, end: number, expected: Expected, visit: Visit): void {
+  const cursor = new Cursor(bytes, start, end)
+  while (cursor.position < end) {
+    const tag = cursor.small('a field tag')
+    const field = tag >>> 3
+    const wire = tag & 7
+    if (field === 0) throw malformed('a field has number 0')
+    let from = cursor.position
+    if (wire === VARINT) cursor.varint()
+    else if (wire === FIXED64) cursor.skip(8)
+    else if (wire === FIXED32) cursor.skip(4)
+    else if (wire === DELIMITED) {
+      const length = cursor.small('a field length')
+      from = cursor.position
+      cursor.skip(length)
+    } else throw malformed(`wire type ${wire} is not used by this protocol`)
+    const wires = expected[field]
+    if (wires === undefined) continue
+    if (!wires.includes(wire)) throw malformed(`field ${field} has wire type ${wire}`)
+    visit(field, wire, from, cursor.position)
+  }
+}
+
+const STRING = [DELIMITED]
+const MESSAGE_FIELD = [DELIMITED]
+const REPEATED_VARINT = [VARINT, DELIMITED]
+
+const REQUEST: Expected = { 1: STRING, 2: STRING, 3: STRING, 4: MESSAGE_FIELD, 5: MESSAGE_FIELD, 6: MESSAGE_FIELD, 7: STRING }
+const INPUT: Expected = { 1: STRING, 2: STRING, 3: REPEATED_VARINT, 4: MESSAGE_FIELD, 5: MESSAGE_FIELD }
+const OUTPUT: Expected = { 1: STRING, 2: MESSAGE_FIELD }
+const MAP_ENTRY: Expected = { 1: STRING, 2: MESSAGE_FIELD }
+const PARAMETER: Expected = { 1: [VARINT], 2: [VARINT], 3: STRING, 4: [FIXED64], 5: [VARINT] }
+
+/** `InferTensorContents`: its fields by number, with the wire type of one element and the bytes
+ * an element takes decoded (int and uint count their conversion to a narrower datatype too). */
+const CONTENTS = {
+  1: { name: 'bool_contents', element: VARINT, bytes: 1 },
+  2: { name: 'int_contents', element: VARINT, bytes: 8 },
+  3: { name: 'int64_contents', element: VARINT, bytes: 8 },
+  4: { name: 'uint_contents', element: VARINT, bytes: 8 },
+  5: { name: 'uint64_contents', element: VARINT, bytes: 8 },
+  6: { name: 'fp32_contents', element: FIXED32, bytes: 4 },
+  7: { name: 'fp64_contents', element: FIXED64, bytes: 8 },
+  8: { name: 'bytes_contents', element: DELIMITED, bytes: 0 }
+} as const satisfies Record<number, { name: keyof InferTensorContents, element: number, bytes: number }>
+
+type ContentsField = keyof typeof CONTENTS
+
+const CONTENTS_WIRES: Expected = Object.fromEntries(Object.entries(CONTENTS).map(([field, { element }]) =>
+  [field, element === DELIMITED ? [DELIMITED] : [element, DELIMITED]]))
+
+/** What the decoded form takes besides its typed arrays: an object, a string, a Buffer view. */
+const OBJECT_BYTES = 256
+const VIEW_BYTES = 96
+const stringBytes = (length: number) => 32 + 2 * length
+/** A shape dimension: a number in the decoded array, and in its copy the request is read from. */
+const DIMENSION_BYTES = 16
+/** A BYTES element, serialized: its 4-byte length, and the 8-byte offset its input is read with. */
+const BYTES_ELEMENT_OVERHEAD = 12
+
+/** Elements of a repeated numeric field in `[start, end)`: packed, a count of its varints (or of
+ * its fixed-size values); unpacked, one. */
+function elementsIn (bytes: Uint8Array, wire: number, element: number, start: number, end: number): number {
+  if (wire !== DELIMITED) return 1
+  const length = end - start
+  if (element === FIXED32 || element === FIXED64) {
+    const size = element === FIXED32 ? 4 : 8
+    if (length % size !== 0) throw malformed('a packed field does not hold whole elements')
+    return length / size
+  }
+  let count = 0
+  for (let index = start; index < end; index++) if (bytes[index] < 0x80) count++
+  if (length > 0 && bytes[end - 1] >= 0x80) throw malformed('a packed varint runs past the end of its field')
+  return count
+}
+
+// The first pass: what the decoded form takes
+
+function parameterBytes (bytes: Uint8Array, start: number, end: number): number {
+  let total = OBJECT_BYTES
+  eachField(bytes, start, end, MAP_ENTRY, (field, _wire, from, to) => {
+    if (field === 1) total += stringBytes(to - from)
+    else {
+      eachField(bytes, from, to, PARAMETER, (_choice, _wire, valueFrom, valueTo) => { total += stringBytes(valueTo - valueFrom) })
+    }
+  })
+  return total
+}
+
+function contentsBytes (bytes: Uint8Array, start: number, end: number): number {
+  let total = OBJECT_BYTES
+  eachField(bytes, start, end, CONTENTS_WIRES, (field, wire, from, to) => {
+    const { element, bytes: perElement } = CONTENTS[field as ContentsField]
+    if (element === DELIMITED) total += BYTES_ELEMENT_OVERHEAD + to - from
+    else total += perElement * elementsIn(bytes, wire, element, from, to)
+  })
+  return total
+}
+
+function inputBytes (bytes: Uint8Array, start: number, end: number): number {
+  let total = OBJECT_BYTES
+  eachField(bytes, start, end, INPUT, (field, wire, from, to) => {
+    if (field === 3) total += DIMENSION_BYTES * elementsIn(bytes, wire, VARINT, from, to)
+    else if (field === 4) total += parameterBytes(bytes, from, to)
+    else if (field === 5) total += contentsBytes(bytes, from, to)
+    else total += stringBytes(to - from)
+  })
+  return total
+}
+
+function outputBytes (bytes: Uint8Array, start: number, end: number): number {
+  let total = OBJECT_BYTES
+  eachField(bytes, start, end, OUTPUT, (field, _wire, from, to) => {
+    total += field === 2 ? parameterBytes(bytes, from, to) : stringBytes(to - from)
+  })
+  return total
+}
+
+/** Bytes the decoded form of a ModelInferRequest takes besides the message itself (its
+ * `raw_input_contents` are views of it). Throws `ERR_SHM_MALFORMED_MESSAGE` for bytes that are no
+ * such message. Allocates nothing. */
+export function decodedBytes (bytes: Uint8Array): number {
+  let total = OBJECT_BYTES
+  eachField(bytes, 0, bytes.length, REQUEST, (field, _wire, from, to) => {
+    if (field === 4) total += parameterBytes(bytes, from, to)
+    else if (field === 5) total += inputBytes(bytes, from, to)
+    else if (field === 6) total += outputBytes(bytes, from, to)
+    else if (field === 7) total += VIEW_BYTES
+    else total += stringBytes(to - from)
+  })
+  return total
+}
+
+/** What the decoded form may take: 8 times the message (an int64 element of one byte takes 8),
+ * and 1 MiB besides, for the objects of any ordinary request. */
+export const allowedDecodedBytes = (byteSize: number): number => 8 * byteSize + 1024 ** 2
+
+/** `decodedBytes`, refused with `ERR_SHM_MESSAGE_TOO_COSTLY` above `allowedDecodedBytes`. */
+export function checkedDecodedBytes (bytes: Uint8Array): number {
+  const decoded = decodedBytes(bytes)
+  const allowed = allowedDecodedBytes(bytes.length)
+  if (decoded > allowed) throw errors.messageTooCostly(bytes.length, decoded, allowed)
+  return decoded
+}
+
+// The second pass: the decoded form
+
+const TWO_32 = 2 ** 32
+
+/** The signed 64-bit integer of two words, as the nearest double (exact below 2^53). */
+const signedNumber = (low: number, high: number): number => (high | 0) * TWO_32 + low
+
+const signedText = (low: number, high: number): string => BigInt.asIntN(64, (BigInt(high) << 32n) | BigInt(low)).toString()
+const unsignedText = (low: number, high: number): string => ((BigInt(high) << 32n) | BigInt(low)).toString()
+
+function parameterOf (buffer: Buffer, start: number, end: number): InferParameter {
+  const parameter: InferParameter = {}
+  eachField(buffer, start, end, PARAMETER, (choice, _wire, from, to) => {
+    // A oneof sent twice: the last wins.
+    for (const name of ['bool_param', 'int64_param', 'string_param', 'double_param', 'uint64_param'] as const) delete parameter[name]
+    const cursor = new Cursor(buffer, from, to)
+    if (choice === 3) {
+      parameter.parameter_choice = 'string_param'
+      parameter.string_param = buffer.toString('utf8', from, to)
+    } else if (choice === 4) {
+      parameter.parameter_choice = 'double_param'
+      parameter.double_param = buffer.readDoubleLE(from)
+    } else {
+      cursor.varint()
+      if (choice === 1) {
+        parameter.parameter_choice = 'bool_param'
+        parameter.bool_param = cursor.low !== 0 || cursor.high !== 0
+      } else if (choice === 2) {
+        parameter.parameter_choice = 'int64_param'
+        parameter.int64_param = signedText(cursor.low, cursor.high)
+      } else {
+        parameter.parameter_choice = 'uint64_param'
+        parameter.uint64_param = unsignedText(cursor.low, cursor.high)
+      }
+    }
+  })
+  return parameter
+}
+
+/** Adds a map entry to `parameters` (a key sent twice: the last wins, as protobuf says). */
+function addParameter (parameters: InferParameters, buffer: Buffer, start: number, end: number): void {
+  let key = ''
+  let value: InferParameter = {}
+  eachField(buffer, start, end, MAP_ENTRY, (field, _wire, from, to) => {
+    if (field === 1) key = buffer.toString('utf8', from, to)
+    else value = parameterOf(buffer, from, to)
+  })
+  parameters[key] = value
+}
+
+const ELEMENT_ARRAYS = {
+  1: Uint8Array, 2: Int32Array, 3: BigInt64Array, 4: Uint32Array, 5: BigUint64Array, 6: Float32Array, 7: Float64Array
+} as const
+
+type NumericField = keyof typeof ELEMENT_ARRAYS
+type NumericArray = InstanceType<typeof ELEMENT_ARRAYS[NumericField]>
+
+/** Fills a typed array element by element: varints through its 32-bit words (64-bit ones as two,
+ * little-endian, as every platform this package builds for), fixed-size values as their bytes. */
+class Filler {
+  #next = 0
+  readonly #bytes: Uint8Array
+  readonly #words: Uint32Array
+
+  constructor (private readonly field: NumericField, array: NumericArray) {
+    this.#bytes = new Uint8Array(array.buffer)
+    this.#words = new Uint32Array(array.buffer, 0, array.byteLength >>> 2)
+  }
+
+  /** Reads the elements of `[cursor.position, end)` into the array. */
+  fill (cursor: Cursor, end: number): void {
+    const { field } = this
+    while (cursor.position < end) {
+      const index = this.#next++
+      if (field === 6 || field === 7) {
+        const size = field === 6 ? 4 : 8
+        this.#bytes.set(cursor.bytes.subarray(cursor.position, cursor.position + size), index * size)
+        cursor.position += size
+        continue
+      }
+      cursor.varint()
+      if (field === 1) this.#bytes[index] = cursor.low !== 0 || cursor.high !== 0 ? 1 : 0
+      else if (field === 3 || field === 5) {
+        this.#words[2 * index] = cursor.low
+        this.#words[2 * index + 1] = cursor.high
+      } else this.#words[index] = cursor.low
+    }
+  }
+}
+
+/** Typed contents as typed arrays (`bool_contents` as 0 and 1), `bytes_contents` serialized. */
+function contentsOf (input: string, buffer: Buffer, start: number, end: number): InferTensorContents {
+  const counts: Record<number, number> = {}
+  let serializedBytes = 0
+  eachField(buffer, start, end, CONTENTS_WIRES, (field, wire, from, to) => {
+    const { element } = CONTENTS[field as ContentsField]
+    counts[field] = (counts[field] ?? 0) + (element === DELIMITED ? 1 : elementsIn(buffer, wire, element, from, to))
+    if (element === DELIMITED) serializedBytes += 4 + to - from
+  })
+  const arrays = Object.fromEntries(([1, 2, 3, 4, 5, 6, 7] as const).map((field) =>
+    [field, new ELEMENT_ARRAYS[field](counts[field] ?? 0)])) as Record<NumericField, NumericArray>
+  const fillers = new Map<number, Filler>()
+  const serialized = Buffer.allocUnsafe(serializedBytes)
+  let written = 0
+  const cursor = new Cursor(buffer, start, end)
+  eachField(buffer, start, end, CONTENTS_WIRES, (field, _wire, from, to) => {
+    if (field === 8) {
+      serialized.writeUInt32LE(to - from, written)
+      buffer.copy(serialized, written + 4, from, to)
+      written += 4 + to - from
+      return
+    }
+    const numeric = field as NumericField
+    const filler = fillers.get(field) ?? new Filler(numeric, arrays[numeric])
+    fillers.set(field, filler)
+    cursor.position = from
+    filler.fill(cursor, to)
+  })
+  return {
+    bool_contents: arrays[1] as Uint8Array,
+    int_contents: arrays[2] as Int32Array,
+    int64_contents: arrays[3] as BigInt64Array,
+    uint_contents: arrays[4] as Uint32Array,
+    uint64_contents: arrays[5] as BigUint64Array,
+    fp32_contents: arrays[6] as Float32Array,
+    fp64_contents: arrays[7] as Float64Array,
+    bytes_contents: parseBytesTensor(input, serialized, counts[8] ?? 0)
+  }
+}
+
+/** The dimensions of a shape, as numbers (exact below 2^53). */
+function shapeOf (buffer: Buffer, start: number, end: number): number[] {
+  let count = 0
+  eachField(buffer, start, end, INPUT, (field, wire, from, to) => {
+    if (field === 3) count += elementsIn(buffer, wire, VARINT, from, to)
+  })
+  const shape = new Array<number>(count)
+  let next = 0
+  const cursor = new Cursor(buffer, start, end)
+  eachField(buffer, start, end, INPUT, (field, _wire, from, to) => {
+    if (field !== 3) return
+    cursor.position = from
+    while (cursor.position < to) {
+      cursor.varint()
+      shape[next++] = signedNumber(cursor.low, cursor.high)
+    }
+  })
+  return shape
+}
+
+function inputOf (buffer: Buffer, start: number, end: number): InferInputTensor {
+  const input: InferInputTensor = { name: '', datatype: '', shape: [], parameters: {}, contents: null }
+  let contents: [number, number] | undefined
+  eachField(buffer, start, end, INPUT, (field, _wire, from, to) => {
+    if (field === 1) input.name = buffer.toString('utf8', from, to)
+    else if (field === 2) input.datatype = buffer.toString('utf8', from, to)
+    else if (field === 4) addParameter(input.parameters, buffer, from, to)
+    // A message field sent twice is merged by protobuf; contents are read once, from the last.
+    else if (field === 5) contents = [from, to]
+  })
+  input.shape = shapeOf(buffer, start, end)
+  if (contents !== undefined) input.contents = contentsOf(input.name, buffer, ...contents)
+  return input
+}
+
+function outputOf (buffer: Buffer, start: number, end: number): InferRequestedOutputTensor {
+  const output: InferRequestedOutputTensor = { name: '', parameters: {} }
+  eachField(buffer, start, end, OUTPUT, (field, _wire, from, to) => {
+    if (field === 1) output.name = buffer.toString('utf8', from, to)
+    else addParameter(output.parameters, buffer, from, to)
+  })
+  return output
+}
+
+/**
+ * The ModelInferRequest of `bytes` (its `raw_input_contents` views of them). Check what it will
+ * take first (`checkedDecodedBytes`): this allocates it.
+ */
+export function decodeModelInferRequest (bytes: Uint8Array): ModelInferRequest {
+  const buffer = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const request: ModelInferRequest = { model_name: '', model_version: '', id: '', parameters: {}, inputs: [], outputs: [], raw_input_contents: [] }
+  eachField(buffer, 0, buffer.length, REQUEST, (field, _wire, from, to) => {
+    if (field === 1) request.model_name = buffer.toString('utf8', from, to)
+    else if (field === 2) request.model_version = buffer.toString('utf8', from, to)
+    else if (field === 3) request.id = buffer.toString('utf8', from, to)
+    else if (field === 4) addParameter(request.parameters, buffer, from, to)
+    else if (field === 5) request.inputs.push(inputOf(buffer, from, to))
+    else if (field === 6) request.outputs.push(outputOf(buffer, from, to))
+    else request.raw_input_contents.push(buffer.subarray(from, to))
+  })
+  return request
+}
+
+/** The deserializer of ModelInfer for grpc-js: every message checked, then decoded. */
+export function deserializeModelInferRequest (bytes: Buffer): ModelInferRequest {
+  checkedDecodedBytes(bytes)
+  return decodeModelInferRequest(bytes)
+}
