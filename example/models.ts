@@ -1,17 +1,24 @@
 /**
- * The example's models: the same signatures as Triton's example models of those names, so
- * Triton's own example clients and perf_analyzer can run against this server. `simple`,
+ * The example's models: the same signatures and behaviour as Triton's example models of those
+ * names (its docs/examples/model_repository, the repeat backend, the QA's dyna_sequence backend),
+ * so Triton's own example clients and perf_analyzer can run against this server. `simple`,
  * `identity_fp32` and `tiny_classifier` are ONNX graphs (example/onnx) run by ONNX Runtime through
- * fastify-triton-shm/onnxruntime's runner, off the event loop; `simple_string` and `add_sub_fp32`
- * are JavaScript.
+ * fastify-triton-shm/onnxruntime's runner, off the event loop; the others are JavaScript: the
+ * stateful ones (`simple_sequence`, `simple_dyna_sequence`, `simple_string_dyna_sequence`) read
+ * Triton's control inputs and their sequence's state, the decoupled one (`repeat_int32`) sends
+ * its responses one by one.
  */
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { BytesElements, InferRequest, ModelSignature } from '../lib/index'
+import type { BytesElements, InferRequest, ModelSignature, SequenceBatching } from '../lib/index'
 import { OnnxRunner, onnxSignature, type OnnxSignatureOptions } from '../lib/onnxruntime'
 
 export interface Model {
   signature: ModelSignature
+  /** Triton's `model_transaction_policy.decoupled`: `execute` sends its responses (`infer.send()`). */
+  decoupled?: boolean
+  /** Triton's `sequence_batching`: a stateful model. */
+  sequenceBatching?: SequenceBatching
   /** Reads the inputs, fills the outputs. */
   execute(infer: InferRequest): void | Promise<void>
   /** Loads the model again (a model repository load request), and ends it (an unload). */
@@ -19,21 +26,29 @@ export interface Model {
   unload?(): void
 }
 
+/** A client's mistake a model finds: answered 400 over HTTP, INVALID_ARGUMENT over gRPC. */
+const invalidRequest = (message: string) => Object.assign(new Error(message), { statusCode: 400 })
+
+const shapeText = (shape: number[]) => `[${shape.join(',')}]`
+
 const pair = (datatype: ModelSignature['inputs'][number]['datatype'], shape: number[], prefix: string) =>
   [0, 1].map((index) => ({ name: `${prefix}${index}`, datatype, shape }))
 
-type NumericArray = Int32Array | Float32Array
+type NumericArray = Int8Array | Int32Array | Float32Array
 
-/** INPUT0, INPUT1 -> OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, element by element.
- * The first dimension is the batch, which both inputs share (so they have one shape). */
-function sumAndDifference (name: string, datatype: 'INT32' | 'FP32', shape: number[], maxBatchSize: number): Model {
+/** INPUT0, INPUT1 -> OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, element by element (an
+ * INT8 result wraps, as the cast back of Triton's graph does). Both inputs have one shape. */
+function sumAndDifference (name: string, datatype: 'INT8' | 'INT32' | 'FP32', shape: number[], maxBatchSize: number): Model {
   return {
     signature: {
       name, versions: ['1'], platform: 'node', maxBatchSize, inputs: pair(datatype, shape, 'INPUT'), outputs: pair(datatype, shape, 'OUTPUT')
     },
     execute (infer) {
       const { data: a, shape } = infer.input<NumericArray>('INPUT0')
-      const { data: b } = infer.input<NumericArray>('INPUT1')
+      const { data: b, shape: otherShape } = infer.input<NumericArray>('INPUT1')
+      if (shapeText(shape) !== shapeText(otherShape)) {
+        throw invalidRequest(`INPUT0 and INPUT1 must have one shape, got ${shapeText(shape)} and ${shapeText(otherShape)}`)
+      }
       const sum = infer.output<NumericArray>('OUTPUT0', shape)
       const difference = infer.output<NumericArray>('OUTPUT1', shape)
       for (let index = 0, count = a.length; index < count; index++) {
@@ -70,9 +85,150 @@ const simpleString: Model = {
   }
 }
 
-/** FP32 vectors of any length (the one dimension is the batch, so both inputs have one length):
- * the benchmarks' model. */
-const addSubFp32 = sumAndDifference('add_sub_fp32', 'FP32', [-1], Infinity)
+/** FP32 vectors of any length (both inputs of one length): the benchmarks' model. Configured as
+ * Triton configures such a model, without a batch dimension (`max_batch_size: 0`, `dims: [-1]`), so
+ * perf_analyzer's `--shape INPUT0:<n>` sets its length. */
+const addSubFp32 = sumAndDifference('add_sub_fp32', 'FP32', [-1], 0)
+
+/** Triton's `simple_int8`: as `simple`, in INT8. */
+const simpleInt8 = sumAndDifference('simple_int8', 'INT8', [-1, 16], 8)
+
+/** Triton's `simple_identity`: BYTES in, the same BYTES out. */
+const simpleIdentity: Model = {
+  signature: {
+    name: 'simple_identity',
+    versions: ['1'],
+    platform: 'node',
+    maxBatchSize: 8,
+    inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [-1, -1] }],
+    outputs: [{ name: 'OUTPUT0', datatype: 'BYTES', shape: [-1, -1] }]
+  },
+  execute (infer) {
+    const { data, shape } = infer.input<BytesElements>('INPUT0')
+    const output = infer.output<Buffer[]>('OUTPUT0', shape)
+    for (let index = 0; index < data.length; index++) output[index] = data.at(index) as Buffer
+  }
+}
+
+/** Triton's QA `custom_identity_int32` (its identity backend): INT32 in, the same out, copied
+ * (the input may be in a region the client changes). Triton's memory_growth_test calls it. */
+const customIdentityInt32: Model = {
+  signature: {
+    name: 'custom_identity_int32',
+    versions: ['1'],
+    platform: 'node',
+    maxBatchSize: 8,
+    inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [-1, -1] }],
+    outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [-1, -1] }]
+  },
+  execute (infer) {
+    const { data, shape } = infer.input<Int32Array>('INPUT0')
+    infer.output<Int32Array>('OUTPUT0', shape).set(data)
+  }
+}
+
+const INT32_FLAG = { datatype: 'INT32', falseTrue: [0, 1] } as const
+
+/** One INT32 in, one out, batches of one sequence request (Triton's sequence models' signature). */
+const sequenceSignature = (name: string): ModelSignature => ({
+  name,
+  versions: ['1'],
+  platform: 'node',
+  maxBatchSize: 8,
+  inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [-1, 1] }],
+  outputs: [{ name: 'OUTPUT', datatype: 'INT32', shape: [-1, 1] }]
+})
+
+const first = (infer: InferRequest, name: string) => Number(infer.input<Int32Array | BigUint64Array>(name).data[0])
+
+/** Triton's `simple_sequence` (its ONNX graph): OUTPUT = READY * (INPUT + START), from its START and READY controls. */
+const simpleSequence: Model = {
+  signature: sequenceSignature('simple_sequence'),
+  sequenceBatching: {
+    controlInputs: [{ name: 'START', kind: 'CONTROL_SEQUENCE_START', ...INT32_FLAG }, { name: 'READY', kind: 'CONTROL_SEQUENCE_READY', ...INT32_FLAG }]
+  },
+  execute (infer) {
+    infer.output<Int32Array>('OUTPUT', [1, 1])[0] = first(infer, 'READY') * (first(infer, 'INPUT') + first(infer, 'START'))
+  }
+}
+
+const dynaControls = (corridDatatype: 'UINT64' | 'BYTES'): SequenceBatching => ({
+  maxSequenceIdleMicroseconds: 10_000_000,
+  controlInputs: [
+    { name: 'START', kind: 'CONTROL_SEQUENCE_START', ...INT32_FLAG },
+    { name: 'END', kind: 'CONTROL_SEQUENCE_END', ...INT32_FLAG },
+    { name: 'READY', kind: 'CONTROL_SEQUENCE_READY', ...INT32_FLAG },
+    { name: 'CORRID', kind: 'CONTROL_SEQUENCE_CORRID', datatype: corridDatatype }
+  ]
+})
+
+/** Triton's `simple_dyna_sequence` (its ONNX graph): OUTPUT = READY * (INPUT + START + END * CORRID),
+ * the correlation id (UINT64, cast to INT32) added to the last request of a sequence. */
+const simpleDynaSequence: Model = {
+  signature: sequenceSignature('simple_dyna_sequence'),
+  sequenceBatching: dynaControls('UINT64'),
+  execute (infer) {
+    const corrid = Number(BigInt.asIntN(32, infer.input<BigUint64Array>('CORRID').data[0]))
+    infer.output<Int32Array>('OUTPUT', [1, 1])[0] =
+      first(infer, 'READY') * (first(infer, 'INPUT') + first(infer, 'START') + first(infer, 'END') * corrid)
+  }
+}
+
+/** What Triton's QA serves as `simple_string_dyna_sequence` (its dyna_sequence backend, string
+ * correlation ids that are decimal integers): an accumulator per sequence, set by the START
+ * request's INPUT, added to by each later one, plus the correlation id at the END. OUTPUT is the
+ * accumulator. */
+const simpleStringDynaSequence: Model = {
+  signature: sequenceSignature('simple_string_dyna_sequence'),
+  sequenceBatching: dynaControls('BYTES'),
+  execute (infer) {
+    const sequence = infer.sequence as NonNullable<InferRequest['sequence']>
+    const corrid = Number.parseInt(String(infer.input<BytesElements>('CORRID').data.at(0)), 10)
+    if (Number.isNaN(corrid)) throw invalidRequest(`the correlation id '${String(sequence.correlationId)}' is not a decimal integer`)
+    const input = first(infer, 'INPUT')
+    let accumulator = first(infer, 'START') === 1 ? input : (sequence.state as number) + input
+    if (first(infer, 'END') === 1) accumulator += corrid | 0
+    sequence.state = accumulator | 0
+    infer.output<Int32Array>('OUTPUT', [1, 1])[0] = first(infer, 'READY') * (sequence.state as number)
+  }
+}
+
+/** Triton's `repeat_int32` (its repeat backend), decoupled: one response per element of IN, the
+ * i-th after DELAY[i] milliseconds, OUT = IN[i], IDX = i; then the final flag alone. WAIT (when
+ * the backend lets its instance take another request) is read and has nothing to wait for here:
+ * every request runs on its own. */
+const repeatInt32: Model = {
+  signature: {
+    name: 'repeat_int32',
+    versions: ['1'],
+    platform: 'node',
+    maxBatchSize: 0,
+    inputs: [
+      { name: 'IN', datatype: 'INT32', shape: [-1] },
+      { name: 'DELAY', datatype: 'UINT32', shape: [-1] },
+      { name: 'WAIT', datatype: 'UINT32', shape: [1] }
+    ],
+    outputs: [{ name: 'OUT', datatype: 'INT32', shape: [1] }, { name: 'IDX', datatype: 'UINT32', shape: [1] }]
+  },
+  decoupled: true,
+  async execute (infer) {
+    const { data: values, shape } = infer.input<Int32Array>('IN')
+    const { data: delays, shape: delayShape } = infer.input<Uint32Array>('DELAY')
+    if (shapeText(shape) !== shapeText(delayShape)) {
+      throw invalidRequest(`expected IN and DELAY shape to match, got ${shapeText(shape)} and ${shapeText(delayShape)}`)
+    }
+    // The inputs may be in shared memory, which the client may change between responses: copied, as the backend does.
+    const elements = Int32Array.from(values)
+    const waits = Uint32Array.from(delays)
+    for (let index = 0; index < elements.length; index++) {
+      if (waits[index] > 0) await sleep(waits[index], undefined, { signal: infer.signal })
+      const requested = infer.requestedOutputs
+      if (requested.includes('OUT')) infer.output<Int32Array>('OUT', [1])[0] = elements[index]
+      if (requested.includes('IDX')) infer.output<Uint32Array>('IDX', [1])[0] = index
+      await infer.send()
+    }
+  }
+}
 
 /** A graph of example/onnx, run by ONNX Runtime on the runner's threads with no tensor byte
  * copied. A run holds its request's regions until it ends, so the runner needs no closing here.
@@ -102,7 +258,9 @@ export async function loadModels (): Promise<Map<string, Model>> {
     onnxModel(runner, 'identity_fp32.onnx', { name: 'identity_fp32' }),
     onnxModel(runner, 'tiny_classifier.onnx', { name: 'tiny_classifier' })
   ])
-  return new Map([...onnxModels, simpleString, addSubFp32].map((model) => [model.signature.name, model]))
+  const models = [...onnxModels, simpleString, addSubFp32, simpleInt8, simpleIdentity, customIdentityInt32, simpleSequence, simpleDynaSequence,
+    simpleStringDynaSequence, repeatInt32]
+  return new Map(models.map((model) => [model.signature.name, model]))
 }
 
 /** Runs a model, first waiting `delayMs` (to show that regions in use outlive their unregister).

@@ -5,6 +5,9 @@
  *
  *   HOST=127.0.0.1 PORT=8000 GRPC_PORT=8001 EXAMPLE_MODEL_DELAY_MS=0 EXAMPLE_REQUEST_TIMEOUT_MS=60000 npm run example:server
  *
+ * ALLOW_CLIENT_SHM=false refuses client registrations, as Triton started without
+ * --allow-client-shm; CLIENT_SHM_ACCESS (peer, local or any) is the plugin's clientShmAccess.
+ *
  * It serves KServe V2 over HTTP on PORT and over gRPC on GRPC_PORT (Triton's ports), one registry
  * and the same models behind both, with Triton's model repository extension (index, load, unload)
  * and Triton's Prometheus metrics at /metrics, and on METRICS_PORT too (Triton's is 8002) when set.
@@ -15,7 +18,7 @@
 import cluster from 'node:cluster'
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, {
-  apiFrameworkErrors, type InferRequest, kserveErrorHandler, kserveModels, ModelTable, tritonMetricsPlugin
+  apiFrameworkErrors, type ClientShmAccess, type InferRequest, kserveErrorHandler, kserveModels, ModelTable, tritonMetricsPlugin
 } from '../lib/index'
 import type { ModelDeclaration, SharedRegistryOptions } from '../lib/index'
 import { runPrimary, workerCount } from './cluster'
@@ -53,16 +56,24 @@ export interface ServerOptions {
   metricsSummaries?: boolean
   /** With `sharedRegistry`, count statistics in this process only (default false: the whole service's). */
   processStatistics?: boolean
+  /** The plugin's switch for client shared memory (default true; Triton's --allow-client-shm). */
+  allowClientShm?: boolean
+  /** Whose memory a client may register (the plugin's default: `peer`). */
+  clientShmAccess?: ClientShmAccess
+  /** What all infer requests in flight may hold together (the plugin's default: 1 GiB). */
+  maxInFlightBytes?: number
   fastify?: FastifyServerOptions
 }
 
 /** The table's declaration of an example model: Triton's backend of its platform, a run that
  * first waits `delayMs`, and its load and unload (a model repository request's), if it has them. */
 function declarationOf (model: Model, delayMs: number): ModelDeclaration {
-  const { platform } = model.signature
+  const { signature: { platform }, decoupled, sequenceBatching } = model
   return {
     ...model.signature,
     ...(platform === 'onnxruntime_onnx' && { backend: 'onnxruntime' }),
+    ...(decoupled !== undefined && { decoupled }),
+    ...(sequenceBatching !== undefined && { sequenceBatching }),
     run: (infer) => run(model, infer, delayMs),
     ...(model.load !== undefined && { load: model.load }),
     ...(model.unload !== undefined && { unload: model.unload })
@@ -78,7 +89,8 @@ async function listenMetrics (app: FastifyInstance, host: string, port: number):
   app.log.info({ port: (metricsApp.server.address() as { port: number }).port }, 'Triton metrics listening')
 }
 
-const SERVER_NAME = 'fastify-triton-shm-example'
+/** Triton's name: its clients' health and metadata examples check that the server says it. */
+const SERVER_NAME = 'triton'
 
 export async function buildServer (options: ServerOptions = {}): Promise<FastifyInstance> {
   const requestTimeout = options.requestTimeoutMs ?? 60_000
@@ -99,6 +111,9 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     { repository: true, log: app.log, processStatistics: options.processStatistics ?? false })
   if (options.documentation === true) await registerDocumentation(app)
   await app.register(fastifyTritonShm, {
+    ...(options.allowClientShm !== undefined && { allowClientShm: options.allowClientShm }),
+    ...(options.clientShmAccess !== undefined && { clientShmAccess: options.clientShmAccess }),
+    ...(options.maxInFlightBytes !== undefined && { maxInFlightBytes: options.maxInFlightBytes }),
     ...(options.sharedRegistry !== undefined && { sharedRegistry: options.sharedRegistry }),
     ...(options.grpcPort !== undefined && {
       grpc: { host: options.grpcHost, port: options.grpcPort, models: table, server: { name: SERVER_NAME, version } }
@@ -121,6 +136,15 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   return app
 }
 
+/** A true/false environment variable, `fallback` when unset: any other value stops the service,
+ * as a switch read wrong ("0", "no") would silently leave it as it was. */
+function envSwitch (name: string, fallback: boolean): boolean {
+  const value = process.env[name]
+  if (value === undefined) return fallback
+  if (value === 'true' || value === 'false') return value === 'true'
+  throw new Error(`${name} must be true or false, not '${value}'`)
+}
+
 async function main () {
   let workers: number
   try {
@@ -140,7 +164,9 @@ async function main () {
     grpcHost: process.env.HOST ?? '127.0.0.1',
     grpcPort: Number(process.env.GRPC_PORT ?? 8001),
     ...(process.env.METRICS_PORT !== undefined && { metricsPort: Number(process.env.METRICS_PORT) }),
-    metricsSummaries: process.env.METRICS_SUMMARIES === 'true',
+    metricsSummaries: envSwitch('METRICS_SUMMARIES', false),
+    allowClientShm: envSwitch('ALLOW_CLIENT_SHM', true),
+    ...(process.env.CLIENT_SHM_ACCESS !== undefined && { clientShmAccess: process.env.CLIENT_SHM_ACCESS as ClientShmAccess }),
     fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
   })
   let closing = false
