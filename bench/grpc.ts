@@ -9,6 +9,7 @@ import { KServeClient } from '../lib/index'
 import type { InferRequestWire } from '../types'
 import { MODEL } from './infer-fixtures'
 import type { ServerProcess } from './server-process'
+import { alternatingRounds, type CaseResult } from './alternating-rounds'
 import { makeObject, removeObject } from './shm-objects'
 
 export interface GrpcPlan { tensorBytes: number, rounds: number, secondsPerRun: number, connections: number }
@@ -16,7 +17,7 @@ export interface GrpcPlan { tensorBytes: number, rounds: number, secondsPerRun: 
 type Case = 'grpcShm' | 'grpcRaw' | 'httpShm'
 const CASES: Case[] = ['grpcShm', 'grpcRaw', 'httpShm']
 
-export interface GrpcCaseResult { requestsPerSecond: number, serverCpuMicrosPerRequest: number, requests: number }
+export type GrpcCaseResult = CaseResult
 
 export interface GrpcResult {
   tensorBytes: number
@@ -78,30 +79,16 @@ export async function grpcSuite (server: ServerProcess, plan: GrpcPlan): Promise
     const raw = await grpc.modelInfer(rawRequest)
     check('gRPC, raw_input_contents', input0, input1, floatsOf(raw.raw_output_contents[0]), floatsOf(raw.raw_output_contents[1]))
 
-    const totals = Object.fromEntries(CASES.map((name) => [name, { requests: 0, seconds: 0, cpuMicros: 0 }])) as Record<Case, { requests: number, seconds: number, cpuMicros: number }>
-    for (let round = 0; round < plan.rounds; round++) {
-      for (const name of CASES) {
-        const before = await server.stats()
-        const start = process.hrtime.bigint()
-        const deadline = start + BigInt(Math.round(plan.secondsPerRun * 1e9))
-        let requests = 0
-        await Promise.all(grpcClients.map(async (client) => {
-          while (process.hrtime.bigint() < deadline) {
-            await send[name](client)
-            requests++
-          }
-        }))
-        const seconds = Number(process.hrtime.bigint() - start) / 1e9
-        const after = await server.stats()
-        totals[name].requests += requests
-        totals[name].seconds += seconds
-        totals[name].cpuMicros += after.cpuMicros - before.cpuMicros
-      }
-    }
-    const cases = Object.fromEntries(CASES.map((name) => {
-      const { requests, seconds, cpuMicros } = totals[name]
-      return [name, { requestsPerSecond: requests / seconds, serverCpuMicrosPerRequest: cpuMicros / requests, requests }]
-    })) as Record<Case, GrpcCaseResult>
+    const cases: Record<Case, GrpcCaseResult> = await alternatingRounds(server, CASES, plan, async (name, deadline) => {
+      let requests = 0
+      await Promise.all(grpcClients.map(async (client) => {
+        while (process.hrtime.bigint() < deadline) {
+          await send[name](client)
+          requests++
+        }
+      }))
+      return requests
+    })
     return {
       tensorBytes,
       cases,

@@ -12,6 +12,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { bytes, elapsedSeconds, gbPerSecond, ms, num, progress, ratio, table } from './format'
 import { type GrpcPlan, grpcSuite } from './grpc'
+import { type GrpcStreamPlan, grpcStreamSuite, grpcStreamTable } from './grpc-stream'
 import { type InferPoint, inferSuite } from './infer'
 import { TRANSPORTS, type Transport } from './infer-fixtures'
 import { MemcpyBaseline } from './memcpy'
@@ -49,6 +50,7 @@ interface Plan {
   sharedInfer: SharedInferPlan
   sharedStatistics: SharedStatisticsPlan
   grpc: GrpcPlan
+  grpcStream: GrpcStreamPlan
 }
 
 const PLANS: Record<Plan['mode'], Plan> = {
@@ -65,7 +67,8 @@ const PLANS: Record<Plan['mode'], Plan> = {
     sharedLease: { batchSeconds: 0.05, batches: 5 },
     sharedInfer: { rounds: 4, secondsPerRun: 1, connections: 2, warmupRequests: 2000 },
     sharedStatistics: { rounds: 6, secondsPerRun: 1.5, connections: 4, pipelining: 4, warmupRequests: 4000 },
-    grpc: { tensorBytes: 4 * MiB, rounds: 2, secondsPerRun: 1, connections: 2 }
+    grpc: { tensorBytes: 4 * MiB, rounds: 2, secondsPerRun: 1, connections: 2 },
+    grpcStream: { rounds: 2, secondsPerRun: 1 }
   },
   full: {
     mode: 'full',
@@ -80,7 +83,8 @@ const PLANS: Record<Plan['mode'], Plan> = {
     sharedLease: { batchSeconds: 0.2, batches: 9 },
     sharedInfer: { rounds: 6, secondsPerRun: 3, connections: 2, warmupRequests: 5000 },
     sharedStatistics: { rounds: 8, secondsPerRun: 4, connections: 4, pipelining: 4, warmupRequests: 10000 },
-    grpc: { tensorBytes: 4 * MiB, rounds: 4, secondsPerRun: 3, connections: 2 }
+    grpc: { tensorBytes: 4 * MiB, rounds: 4, secondsPerRun: 3, connections: 2 },
+    grpcStream: { rounds: 4, secondsPerRun: 3 }
   }
 }
 
@@ -104,7 +108,9 @@ const GOALS = {
   sharedStatisticsCpuRatio: { at: 'most', value: 1.05 },
   sharedAcquireReleaseExtraUs: { at: 'most', value: 2 },
   grpcShmSpeedupVsRaw: { at: 'least', value: 5 },
-  grpcVsHttpCpuRatio: { at: 'most', value: 1.3 }
+  grpcVsHttpCpuRatio: { at: 'most', value: 1.3 },
+  grpcStreamVsUnaryThroughput: { at: 'least', value: 1.5 },
+  grpcVsHttpThroughput: { at: 'least', value: 0.9 }
 } as const
 
 type Headline = keyof typeof GOALS
@@ -192,7 +198,7 @@ async function main () {
   const memcpy = new MemcpyBaseline()
   progress(`compiling bench/server.ts to plain JS and starting it as a child process${profileDir === undefined ? '' : ` (CPU profile to ${profileDir})`}`)
   const server = await ServerProcess.start({ cpuProfileDir: profileDir })
-  let route, modelTable, registerHttp, infer, onnx, grpc
+  let route, modelTable, registerHttp, infer, onnx, grpc, grpcStream
   const rssAfter: Record<string, number> = {}
   try {
     rssAfter.start = (await server.stats()).peakRssBytes
@@ -212,6 +218,8 @@ async function main () {
     progress(`KServe over gRPC at ${bytes(plan.grpc.tensorBytes)}: shared memory vs raw_input_contents, and vs HTTP, ${plan.grpc.rounds} rounds`)
     grpc = await grpcSuite(server, plan.grpc)
     rssAfter.grpc = (await server.stats()).peakRssBytes
+    progress(`one client, simple over shared memory: HTTP, ModelInfer, ModelStreamInfer, ${plan.grpcStream.rounds} rounds`)
+    grpcStream = await grpcStreamSuite(server, plan.grpcStream)
   } finally {
     progress('stopping the server child')
     await server.stop()
@@ -305,6 +313,8 @@ async function main () {
     [`grpcShmSpeedupVsRaw (req/s): ${ratio(grpc.shmSpeedupVsRaw)}; grpcVsHttpCpuRatio (server CPU per shared memory inference, gRPC / HTTP): ${ratio(grpc.cpuRatioVsHttp)}`,
       `${plan.grpc.rounds} alternating rounds of ${plan.grpc.secondsPerRun} s per case; the clients: GrpcKServeClient and KServeClient (fetch) in the runner.`]))
 
+  print(grpcStreamTable(grpcStream, plan.grpcStream))
+
   const headlineBytes = plan.infer.headlineBytes
   const headlineRatios = inferRatios(infer.points, headlineBytes, memcpyResult.movedBytesPerSecond)
   const worstRegister = register.reduce((worst, point) => point.ratio > worst.ratio ? point : worst)
@@ -328,7 +338,9 @@ async function main () {
     sharedStatisticsCpuRatio: sharedStatistics.cpuRatio,
     sharedAcquireReleaseExtraUs: (leaseNs.concurrent.shared - leaseNs.concurrent.inProcess) / 1000,
     grpcShmSpeedupVsRaw: grpc.shmSpeedupVsRaw,
-    grpcVsHttpCpuRatio: grpc.cpuRatioVsHttp
+    grpcVsHttpCpuRatio: grpc.cpuRatioVsHttp,
+    grpcStreamVsUnaryThroughput: grpcStream.streamVsUnary,
+    grpcVsHttpThroughput: grpcStream.grpcVsHttp
   }
   const how: Record<Headline, string> = {
     routeRatio: `status / bare req/s, ${route.regions} regions`,
@@ -355,7 +367,10 @@ async function main () {
     sharedAcquireReleaseExtraUs: 'µs, acquire + release while another lease is live (alone, first lease + last release: ' +
       `${num((leaseNs.serial.shared - leaseNs.serial.inProcess) / 1000)} µs extra)`,
     grpcShmSpeedupVsRaw: `req/s, add_sub_fp32 over gRPC, ${bytes(grpc.tensorBytes)} tensors: shared memory / raw_input_contents`,
-    grpcVsHttpCpuRatio: `server CPU per shared memory inference at ${bytes(grpc.tensorBytes)}, gRPC / HTTP`
+    grpcVsHttpCpuRatio: `server CPU per shared memory inference at ${bytes(grpc.tensorBytes)}, gRPC / HTTP`,
+    grpcStreamVsUnaryThroughput: 'req/s, simple over shm, one client, one request at a time: a grpc-js ModelStreamInfer stream / grpc-js ModelInfer calls',
+    grpcVsHttpThroughput: 'req/s, simple over shm, one client, one request at a time: ModelInfer / HTTP, from lean clients ' +
+      `(node:http2, node:http; grpc-js ModelInfer / HTTP: ${num(grpcStream.grpcJsVsHttp)})`
   }
   const peakRssBytes = Math.max(...Object.values(rssAfter))
   print(table(`Summary (${plan.mode} run, ${elapsedSeconds().toFixed(0)} s)`, ['figure', 'value', 'goal', 'met', 'measured as'],
@@ -398,7 +413,7 @@ async function main () {
   const suffix = plan.mode === 'quick' ? '-quick' : ''
   const resultsFile = path.join(RESULTS_DIR, `results${suffix}.json`)
   const plotFile = path.join(RESULTS_DIR, `scaling${suffix}.svg`)
-  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, peerCheck, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, sharedStatistics, grpc, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
+  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, peerCheck, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, sharedStatistics, grpc, grpcStream, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
   writeFileSync(plotFile, renderSvg(`fastify-triton-shm bench (${plan.mode})`,
     `${host.cpus} x ${host.cpuModel}, node ${host.node}; add_sub_fp32, ${plan.infer.connections} connections; ${new Date().toISOString().slice(0, 16)}Z`,
     charts(infer.points, sizes, memcpyResult.movedBytesPerSecond, register, views)))

@@ -1,0 +1,222 @@
+/**
+ * One client against Triton's `simple` (INT32 [1, 16] in and out, tensors in shared memory), as
+ * perf_analyzer runs it at concurrency 1: each request sent once the last one's response came.
+ * Cases: HTTP (node:http, keep-alive, the request's bytes made once); ModelInfer from a lean
+ * HTTP/2 client (node:http2, the request's gRPC message encoded once: what the server costs, as
+ * perf_analyzer's C++ client measures it); ModelInfer and ModelStreamInfer from grpc-js clients
+ * (GrpcKServeClient, and one stream). Figures, in requests per second: one grpc-js stream against
+ * grpc-js ModelInfer calls (`grpcStreamVsUnaryThroughput`), and lean ModelInfer against lean HTTP
+ * (`grpcVsHttpThroughput`); the server's CPU per request beside them. Rounds alternate between the
+ * cases, so a busy machine slows each alike; every case's outputs are checked once.
+ *
+ * Alone: `npx tsx bench/grpc-stream.ts [--quick] [--cpu-prof]` (profiles to bench/results/profiles/).
+ */
+import { mkdirSync } from 'node:fs'
+import http from 'node:http'
+import http2 from 'node:http2'
+import path from 'node:path'
+import { type ClientDuplexStream, credentials } from '@grpc/grpc-js'
+import { GrpcKServeClient, inferenceService, MESSAGE_LIMIT_OPTIONS } from '../lib/grpc'
+import type { ModelStreamInferResponse } from '../types/grpc'
+import { num, progress, ratio, table } from './format'
+import { ServerProcess } from './server-process'
+import { alternatingRounds, type CaseResult } from './alternating-rounds'
+import { makeObject, removeObject } from './shm-objects'
+
+export interface GrpcStreamPlan { rounds: number, secondsPerRun: number }
+
+type Case = 'http' | 'grpcUnary' | 'grpcJsUnary' | 'grpcStream'
+const CASES: Case[] = ['http', 'grpcUnary', 'grpcJsUnary', 'grpcStream']
+
+export type GrpcStreamCaseResult = CaseResult
+
+export interface GrpcStreamResult {
+  cases: Record<Case, GrpcStreamCaseResult>
+  /** req/s, one grpc-js stream / grpc-js ModelInfer calls, one at a time. */
+  streamVsUnary: number
+  /** req/s, lean ModelInfer / lean HTTP. */
+  grpcVsHttp: number
+  /** req/s, grpc-js ModelInfer / lean HTTP (the client's cost included). */
+  grpcJsVsHttp: number
+}
+
+const MODEL = 'simple'
+const TENSOR_BYTES = 64
+
+/** One request in flight at a time over node:http with a kept-alive connection: the JSON body of `request`. */
+function httpSender (url: string, request: object): { send(): Promise<Buffer>, close(): void } {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  const body = Buffer.from(JSON.stringify(request))
+  const { hostname, port } = new URL(url)
+  const send = () => new Promise<Buffer>((resolve, reject) => {
+    const outgoing = http.request({ agent, hostname, port, method: 'POST', path: `/v2/models/${MODEL}/infer`, headers: { 'content-length': body.length } }, (response) => {
+      const chunks: Buffer[] = []
+      response.on('data', (chunk: Buffer) => chunks.push(chunk))
+      response.on('end', () => response.statusCode === 200 ? resolve(Buffer.concat(chunks)) : reject(new Error(`HTTP ${response.statusCode}: ${Buffer.concat(chunks)}`)))
+    })
+    outgoing.on('error', reject)
+    outgoing.end(body)
+  })
+  return { send, close: () => agent.destroy() }
+}
+
+/** ModelInfer calls over one HTTP/2 connection (node:http2), the message encoded once, as a lean
+ * client (perf_analyzer's) sends them: a call's headers, its length-prefixed message, and its end. */
+function rawUnarySender (address: string, request: object): { send(): Promise<Buffer>, close(): void } {
+  const { service } = inferenceService() as unknown as { service: Record<string, { path: string, requestSerialize(value: object): Buffer }> }
+  const { path: rpcPath, requestSerialize } = service.ModelInfer
+  const message = requestSerialize(request)
+  const frame = Buffer.alloc(5 + message.length)
+  frame.writeUInt32BE(message.length, 1)
+  message.copy(frame, 5)
+  const session = http2.connect(`http://${address}`)
+  const headers = { ':method': 'POST', ':path': rpcPath, 'content-type': 'application/grpc', te: 'trailers' }
+  const send = () => new Promise<Buffer>((resolve, reject) => {
+    const stream = session.request(headers)
+    const chunks: Buffer[] = []
+    let grpcStatus: string | undefined
+    stream.on('data', (chunk: Buffer) => chunks.push(chunk))
+    stream.on('trailers', (trailers) => { grpcStatus = String(trailers['grpc-status']) })
+    stream.on('end', () => grpcStatus === '0' ? resolve(Buffer.concat(chunks)) : reject(new Error(`grpc-status ${grpcStatus}`)))
+    stream.on('error', reject)
+    stream.end(frame)
+  })
+  return { send, close: () => session.close() }
+}
+
+/** One ModelStreamInfer stream, one request in flight at a time. */
+function streamSender (address: string, request: object): { send(): Promise<ModelStreamInferResponse>, close(): void } {
+  const Client = inferenceService()
+  const client = new Client(address, credentials.createInsecure(), MESSAGE_LIMIT_OPTIONS)
+  const call = (client as unknown as { ModelStreamInfer(): ClientDuplexStream<object, ModelStreamInferResponse> }).ModelStreamInfer()
+  let waiting: { resolve: (response: ModelStreamInferResponse) => void, reject: (error: Error) => void } | undefined
+  call.on('data', (response: ModelStreamInferResponse) => {
+    const pending = waiting
+    waiting = undefined
+    if (response.error_message !== '') pending?.reject(new Error(response.error_message))
+    else pending?.resolve(response)
+  })
+  call.on('error', (error: Error) => waiting?.reject(error))
+  return {
+    send: () => new Promise((resolve, reject) => {
+      waiting = { resolve, reject }
+      call.write(request)
+    }),
+    close: () => {
+      call.end()
+      client.close()
+    }
+  }
+}
+
+const int32s = (bytes: Uint8Array, count: number) => Array.from(new Int32Array(bytes.buffer, bytes.byteOffset, count))
+
+export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPlan): Promise<GrpcStreamResult> {
+  const input = makeObject('stream_in', 2 * TENSOR_BYTES)
+  const output = makeObject('stream_out', 2 * TENSOR_BYTES)
+  const input0 = new Int32Array(input.bytes.buffer, input.bytes.byteOffset, 16)
+  const input1 = new Int32Array(input.bytes.buffer, input.bytes.byteOffset + TENSOR_BYTES, 16)
+  for (let index = 0; index < 16; index++) {
+    input0[index] = index
+    input1[index] = 1
+  }
+  const unary = new GrpcKServeClient(server.grpcAddress)
+  const regions = { in: 'bench_stream_in', out: 'bench_stream_out' }
+  const jsonParameters = (region: string, offset: number) => ({ shared_memory_region: region, shared_memory_offset: offset, shared_memory_byte_size: TENSOR_BYTES })
+  const grpcParameters = (region: string, offset: number) => ({
+    shared_memory_region: { string_param: region }, shared_memory_offset: { int64_param: offset }, shared_memory_byte_size: { int64_param: TENSOR_BYTES }
+  })
+  const wire = <P>(parameters: (region: string, offset: number) => P) => ({
+    inputs: [0, 1].map((index) => ({ name: `INPUT${index}`, datatype: 'INT32', shape: [1, 16], parameters: parameters(regions.in, index * TENSOR_BYTES) })),
+    outputs: [0, 1].map((index) => ({ name: `OUTPUT${index}`, parameters: parameters(regions.out, index * TENSOR_BYTES) }))
+  })
+  const grpcRequest = { model_name: MODEL, ...wire(grpcParameters) }
+  const httpClient = httpSender(server.url, wire(jsonParameters))
+  const stream = streamSender(server.grpcAddress, grpcRequest)
+  const raw = rawUnarySender(server.grpcAddress, grpcRequest)
+  const send: Record<Case, () => Promise<unknown>> = {
+    http: () => httpClient.send(),
+    grpcUnary: () => raw.send(),
+    grpcJsUnary: () => unary.modelInfer(grpcRequest),
+    grpcStream: () => stream.send()
+  }
+  const check = (what: Case) => {
+    const sum = int32s(output.bytes, 16)
+    const difference = int32s(output.bytes.subarray(TENSOR_BYTES), 16)
+    if (sum.some((value, index) => value !== index + 1) || difference.some((value, index) => value !== index - 1)) throw new Error(`${what}: wrong outputs`)
+    output.bytes.fill(0)
+  }
+  try {
+    await unary.registerSystemSharedMemory(regions.in, input.key, input.byteSize)
+    await unary.registerSystemSharedMemory(regions.out, output.key, output.byteSize)
+    for (const name of CASES) {
+      await send[name]()
+      check(name)
+    }
+    const cases: Record<Case, GrpcStreamCaseResult> = await alternatingRounds(server, CASES, plan, async (name, deadline) => {
+      let requests = 0
+      while (process.hrtime.bigint() < deadline) {
+        await send[name]()
+        requests++
+      }
+      return requests
+    })
+    return {
+      cases,
+      streamVsUnary: cases.grpcStream.requestsPerSecond / cases.grpcJsUnary.requestsPerSecond,
+      grpcVsHttp: cases.grpcUnary.requestsPerSecond / cases.http.requestsPerSecond,
+      grpcJsVsHttp: cases.grpcJsUnary.requestsPerSecond / cases.http.requestsPerSecond
+    }
+  } finally {
+    await unary.unregisterSystemSharedMemory().catch(() => {})
+    stream.close()
+    raw.close()
+    unary.close()
+    httpClient.close()
+    removeObject(input)
+    removeObject(output)
+  }
+}
+
+export const GRPC_STREAM_LABELS: ReadonlyArray<[Case, string]> = [
+  ['http', 'HTTP (node:http, keep-alive)'], ['grpcUnary', 'gRPC ModelInfer (node:http2, lean client)'],
+  ['grpcJsUnary', 'gRPC ModelInfer (grpc-js, GrpcKServeClient)'], ['grpcStream', 'gRPC ModelStreamInfer (grpc-js, one stream)']
+]
+
+/** The suite's table, as `npm run bench` prints it. */
+export function grpcStreamTable (result: GrpcStreamResult, plan: GrpcStreamPlan): string {
+  return table(`One client, one request at a time: ${MODEL} (INT32 [1, 16]), inputs and outputs in shared memory`,
+    ['case', 'req/s', 'server CPU/req', 'requests'],
+    GRPC_STREAM_LABELS.map(([kind, label]) => [label, num(result.cases[kind].requestsPerSecond), `${num(result.cases[kind].serverCpuMicrosPerRequest)} µs`,
+      result.cases[kind].requests]),
+    [`grpcStreamVsUnaryThroughput (req/s, grpc-js stream / grpc-js ModelInfer): ${ratio(result.streamVsUnary)}; ` +
+      `grpcVsHttpThroughput (req/s, lean ModelInfer / HTTP): ${ratio(result.grpcVsHttp)} (grpc-js ModelInfer / HTTP: ${ratio(result.grpcJsVsHttp)})`,
+      `${plan.rounds} alternating rounds of ${plan.secondsPerRun} s per case; each request sent when the last one's response came (perf_analyzer's concurrency 1).`])
+}
+
+async function main () {
+  const args = process.argv.slice(2)
+  const plan: GrpcStreamPlan = args.includes('--quick') ? { rounds: 2, secondsPerRun: 1 } : { rounds: 4, secondsPerRun: 3 }
+  let cpuProfileDir: string | undefined
+  if (args.includes('--cpu-prof')) {
+    cpuProfileDir = path.join(__dirname, 'results', 'profiles')
+    mkdirSync(cpuProfileDir, { recursive: true })
+  }
+  progress('compiling bench/server.ts to plain JS and starting it as a child process')
+  const server = await ServerProcess.start({ cpuProfileDir })
+  try {
+    progress(`${MODEL} over HTTP, ModelInfer and ModelStreamInfer, ${plan.rounds} rounds of ${plan.secondsPerRun} s per case`)
+    const result = await grpcStreamSuite(server, plan)
+    process.stdout.write(grpcStreamTable(result, plan) + '\n')
+    process.stdout.write(JSON.stringify({ grpcStreamVsUnaryThroughput: result.streamVsUnary, grpcVsHttpThroughput: result.grpcVsHttp, grpcJsVsHttpThroughput: result.grpcJsVsHttp }) + '\n')
+  } finally {
+    await server.stop()
+  }
+}
+
+if (require.main === module) {
+  main().catch((error) => {
+    process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\n`)
+    process.exit(1)
+  })
+}
