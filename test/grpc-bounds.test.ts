@@ -10,7 +10,7 @@ import t, { type Test } from 'tap'
 import { inferenceService } from '../lib/grpc'
 import { grpcClient, listenGrpcPlugin } from './helpers/grpc'
 import { echoModel, heldSum, makeMappedObject, registerRegion, sumModel, type TestModel } from './helpers/kserve'
-import { framed, rawGrpc } from './helpers/raw-grpc'
+import { framed, holdCallsOpen, rawGrpc } from './helpers/raw-grpc'
 import { bounded, eventually } from './helpers/sync'
 
 const MiB = 1024 ** 2
@@ -57,15 +57,7 @@ t.test('close() ends in bounded time: a run in flight finishes, a stalled reader
   const { model: slow, reached: running, release } = heldSum()
   const { app, port } = await listenGrpcPlugin(t, [echoModel('echo', ['UINT8']), slow], { grpc: { limits: { sendTimeoutMs } } })
   const request = await echoRegion(t, app, 32 * MiB)
-  const raw = rawGrpc(t, port)
-  let stopped = () => {}
-  const stalledReader = new Promise<void>((resolve) => { stopped = resolve })
-  const stalled = raw.call('ModelInfer', framed(request), { stopReadingAfter: 1, onStopped: stopped })
-  await stalledReader
-  // A call whose message never ends: its stream stays open until the server cuts it.
-  const unfinished = raw.session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers' })
-  unfinished.on('error', () => {})
-  unfinished.write(Buffer.from([0, 0, 0, 1, 0]))
+  const { stalled } = await holdCallsOpen(rawGrpc(t, port), request)
   const inFlight = grpcClient(t, port).call('ModelInfer', {
     model_name: 'slow',
     inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16] })),

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { inferenceService } from '../lib/grpc'
-import { framed, rawGrpc } from './helpers/raw-grpc'
+import { holdCallsOpen, rawGrpc } from './helpers/raw-grpc'
 import { startServiceProcess } from './helpers/service-process'
 import { makeObject } from './helpers/shm'
 import { bounded } from './helpers/sync'
@@ -31,14 +31,7 @@ t.test('SIGTERM while gRPC clients hold their calls open: the service stops with
       parameters: { shared_memory_region: { string_param: 'in' }, shared_memory_byte_size: { int64_param: byteSize } }
     }]
   })
-  const grpc = rawGrpc(t, port)
-  let stopped = () => {}
-  const reading = new Promise<void>((resolve) => { stopped = resolve })
-  const stalled = grpc.call('ModelInfer', framed(request), { stopReadingAfter: 1, onStopped: stopped })
-  await reading
-  const unfinished = grpc.session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers' })
-  unfinished.on('error', () => {})
-  unfinished.write(Buffer.from([0, 0, 0, 1, 0]))
+  const { stalled } = await holdCallsOpen(rawGrpc(t, port), request)
   const signalled = Date.now()
   service.child.kill('SIGTERM')
   await bounded(service.exited, 'the service never stopped', 3 * SEND_TIMEOUT_MS)

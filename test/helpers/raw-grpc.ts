@@ -121,3 +121,19 @@ async function send (stream: http2.ClientHttp2Stream, body: Buffer): Promise<voi
   }
   if (!stream.destroyed) stream.end()
 }
+
+/**
+ * The two ways a client keeps ModelInfer calls open against a server that would end them: one
+ * stops reading its answer (`stalled`, once it has), another sends the first bytes of a message
+ * and never the rest.
+ */
+export async function holdCallsOpen (raw: RawGrpc, request: Buffer): Promise<{ stalled: Promise<RawAnswer> }> {
+  let stopped = () => {}
+  const reading = new Promise<void>((resolve) => { stopped = resolve })
+  const stalled = raw.call('ModelInfer', framed(request), { stopReadingAfter: 1, onStopped: stopped })
+  await reading
+  const unfinished = raw.session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers' })
+  unfinished.on('error', () => {})
+  unfinished.write(Buffer.from([0, 0, 0, 1, 0]))
+  return { stalled }
+}
