@@ -390,7 +390,7 @@ t.test('a region truncated under ORT\'s threads is caught by the fault guard: ze
   const x = Float32Array.from({ length: rows * SLOW_COLUMNS }, (_, index) => 1 + (index % 7))
   writeObjectFile(key, 0, new Uint8Array(x.buffer))
   let truncate = true
-  const { app } = await buildInferApp(t, [await runnerModel(runner(t), slowGraph(1), 'slow', {
+  const { app } = await buildInferApp(t, [await runnerModel(runner(t), slowGraph(), 'slow', {
     // After the request leased the region, before ORT reads it: the owner shrinks it to one page.
     before: () => { if (truncate) truncateSync(objectPath(key), PAGE_SIZE) }
   })])
