@@ -4,21 +4,25 @@
  * (`shmpeer`) and as root, over HTTP on TCP and on a Unix socket and over gRPC, against objects of
  * root's (private, readable by others, read-write for all) and of their own; plus a client in
  * another network namespace, whom the kernel cannot name. Every refusal maps nothing and changes
- * nothing; `clientShmAccess` opens the rule as documented.
+ * nothing; `clientShmAccess` opens the rule as documented. The rule's decisions are also checked by
+ * their inputs (the connection the kernel names, the identity and the object's owner and mode), so
+ * that every branch is reached by a user who can run no second user's client.
  */
 import { spawn } from 'node:child_process'
-import { chmodSync, chownSync, cpSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, cpSync, statSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { credentials, Server, ServerCredentials, status } from '@grpc/grpc-js'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { connectionInterceptor, inferenceService, sharedMemoryService } from '../lib/grpc'
 import fastifyTritonShm, { type ClientShmAccess, Registry } from '../lib/index'
+import { userGroups } from '../lib/addon/peer-identity'
+import { type CallerConnection, CLIENT_SHM_ACCESS, PeerPolicy } from '../lib/registry/peer-policy'
 import { cannotCheckHere } from './helpers/ci'
 import { grpcClient, startServer } from './helpers/grpc'
 import { type LocalUser, peerUser } from './helpers/local-user'
-import { noNetworkNamespaces, otherNamespace, plainNode, sharedScratch } from './helpers/peer-clients'
-import { makeObject, mappingsOf, objectPath, PAGE_SIZE } from './helpers/shm'
+import { endsOf, noNetworkNamespaces, otherNamespace, plainNode, sharedScratch } from './helpers/peer-clients'
+import { makeObject, mappingsOf, objectPath, openFdCount, PAGE_SIZE } from './helpers/shm'
 
 /**
  * One register per invocation, printed as one JSON line: over HTTP (`http <host> <port> ...`, or
@@ -109,6 +113,72 @@ async function service (t: Test, options: { clientShmAccess?: ClientShmAccess } 
 
 const DENIED = (name: string, key: string) =>
   `cannot register shared memory region '${name}' with key '${key}': the connecting user may not open this object read-write`
+
+/** Who this process's user is, as the peer rule names a client of this host. */
+const thisUser = () => ({ uid: process.getuid?.() as number, gids: userGroups(process.getuid?.() as number) })
+
+t.test('the rule by its inputs, for any user: who the kernel says the connection is, and each access setting', async (t) => {
+  // A Fastify app answers, for each call, what each setting decides for the call's connection:
+  // inject()'s (this process), and a real TCP connection (this user, as the kernel names it).
+  const policies = Object.fromEntries(CLIENT_SHM_ACCESS.map((access) => [access, new PeerPolicy(access)]))
+  const app = Fastify()
+  t.teardown(() => app.close())
+  const decide = (connection: CallerConnection) => Object.fromEntries(CLIENT_SHM_ACCESS.map((access) =>
+    [access, policies[access].peerFor(connection) ?? String(policies[access].peerFor(connection))]))
+  // Over HTTP the face gives the socket; over gRPC, the connection's four ends.
+  app.get('/decisions', async (request) => ({
+    socket: decide({ socket: request.socket }),
+    addresses: decide(request.socket.remotePort === undefined ? undefined : { addresses: endsOf(request.socket) })
+  }))
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const { port } = app.server.address() as { port: number }
+  const overTcp = await (await fetch(`http://127.0.0.1:${port}/decisions`)).json()
+  const named = { peer: thisUser(), local: 'undefined', any: 'undefined' }
+  t.same(overTcp, { socket: named, addresses: named },
+    'TCP from this host: peer judges by this user; local and any by what the server may open')
+  const injected = (await app.inject('/decisions')).json()
+  t.equal(injected.socket.peer.uid, thisUser().uid, 'inject(): this process itself, for peer')
+  t.same([injected.socket.local, injected.socket.any], ['undefined', 'undefined'])
+
+  const unnamed: CallerConnection[] = [
+    undefined,
+    { addresses: {} },
+    { addresses: { localAddress: '127.0.0.1', localPort: 8001, remoteAddress: '127.0.0.1' } },
+    // A gRPC call over a Unix socket: grpc-js tells no ports.
+    { addresses: { localAddress: '/run/grpc.sock', remoteAddress: '' } }
+  ]
+  for (const connection of unnamed) {
+    const label = JSON.stringify(connection) ?? 'no connection'
+    t.equal(policies.peer.peerFor(connection), null, `${label}: peer refuses a client it cannot name`)
+    t.equal(policies.local.peerFor(connection), null, `${label}: so does local`)
+    t.equal(policies.any.peerFor(connection), undefined, `${label}: any lets it through`)
+  }
+  t.equal(new PeerPolicy().access, 'peer', 'peer is the default')
+})
+
+t.test('an identity the object\'s owner and mode refuse: nothing mapped, nothing registered, for any user', async (t) => {
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const key = makeObject(t, PAGE_SIZE, 'refused_identity')
+  const { uid: owner, gid: group } = statSync(objectPath(key))
+  // Never root (uid 0), who may open anything: the owner's uid plus one.
+  const stranger = { uid: owner + 1, gids: [] }
+  const fds = openFdCount()
+  for (const mode of [0o600, 0o640, 0o604]) {
+    chmodSync(objectPath(key), mode)
+    t.throws(() => registry.register('r', { key, byteSize: 64, peer: stranger }),
+      { name: 'TritonError', code: 'ERR_SHM_ACCESS_DENIED', kind: 'denied', message: DENIED('r', key) }, `${mode.toString(8)}: refused`)
+  }
+  t.same(mappingsOf(key), [], 'never mapped')
+  t.equal(openFdCount(), fds, 'no descriptor left')
+  t.same(registry.status(), [], 'nothing registered')
+  t.equal(registry.counters().rejections.ERR_SHM_ACCESS_DENIED, 3, 'each refusal counted')
+  chmodSync(objectPath(key), 0o660)
+  registry.register('r', { key, byteSize: 64, peer: { ...stranger, gids: [group] } })
+  t.ok(registry.has('r'), 'a member of its group may, with 0660')
+  t.throws(() => registry.register('unnamed', { key, byteSize: 64, peer: null }), { code: 'ERR_SHM_PEER_UNKNOWN' },
+    'a client the kernel cannot name is refused before the object is opened')
+})
 
 t.test('a second local user reaches only what it could open itself: HTTP, gRPC, a Unix socket; root reaches all', async (t) => {
   const user = peerUser(t, 'clients running as another local user')
