@@ -183,10 +183,13 @@ t.test('HTTP request parameters of the wrong type, as Triton\'s HTTP server read
     [{ sequence_start: 'yes' }, 400, "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"],
     [{ sequence_end: 1 }, 400, "Unable to parse 'sequence_end': attempt to access JSON non-boolean as boolean"],
     [{ triton_enable_empty_final_response: true }, 400, "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."],
-    [{ sequence_id: 'x'.repeat(129) }, 501, 'string correlation ID cannot be longer than 128 characters']
+    [{ sequence_id: 'x'.repeat(129) }, 501, 'string correlation ID cannot be longer than 128 characters'],
+    // Triton counts bytes: 65 two-byte characters are 130.
+    [{ sequence_id: 'é'.repeat(65) }, 501, 'string correlation ID cannot be longer than 128 characters']
   ]
   for (const [parameters, statusCode, message] of cases) assertError(t, await httpInfer(app, 'acc', 1, parameters), statusCode, message)
   t.equal(await httpOutput(app, 'acc', 4, { sequence_id: 'x'.repeat(128), sequence_start: true, priority: 1 }), 4, 'a 128-character id; other parameters are the model\'s')
+  t.equal(await httpOutput(app, 'acc', 5, { sequence_id: 'é'.repeat(64), sequence_start: true }), 5, '64 two-byte characters: 128 bytes')
 })
 
 t.test('a START of a sequence in progress starts it again: state dropped, what it held let go', async (t) => {
