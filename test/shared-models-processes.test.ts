@@ -115,11 +115,15 @@ t.test('a load or an unload in one process is seen by every process, which runs 
   t.same(await everywhere('add'), Array(2).fill(['1 UNAVAILABLE (version 1 would not load)', '2 UNAVAILABLE (version 1 would not load)']))
   t.same(await b.call({ op: 'ready' }).then((ready) => (ready as { server: boolean }).server), false, 'a model that failed to load: the server is not ready')
 
-  // A load whose hook fails in another process: that process's copy is unavailable (and logged).
-  await b.call({ op: 'load', model: 'add' })
-  t.same(await everywhere('add'), [['1 UNAVAILABLE (version 1 would not load)', '2 UNAVAILABLE (version 2 would not load)'], ['1 READY', '2 READY']],
-    'b serves it, a could not load its own copy')
-  t.same(await b.call({ op: 'infer', model: 'add', batch: 1, count: 1 }), ['ok'])
+  // A load whose hook fails in another process fails too, as Triton reports a failed load.
+  await t.rejects(b.call({ op: 'load', model: 'add' }), {
+    kind: 'invalid',
+    code: 'ERR_SHM_LOAD_FAILED',
+    message: "load failed for model 'add': version 1 is at UNAVAILABLE state: version 1 would not load;"
+  }, 'b\'s load fails: a could not load its own copy')
+  t.same(await everywhere('add'), Array(2).fill(['1 UNAVAILABLE (version 1 would not load)', '2 UNAVAILABLE (version 1 would not load)']),
+    'unavailable in every process, b\'s copy unloaded again')
+  t.same(await b.call({ op: 'infer', model: 'add', batch: 1, count: 1 }), ["Request for unknown model: 'add' has no available versions"])
   await a.call({ op: 'failLoads', on: false })
   await a.call({ op: 'load', model: 'add' })
   t.same(await everywhere('add'), Array(2).fill(['1 READY', '2 READY']), 'loaded again from a: everywhere')
