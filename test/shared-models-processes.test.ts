@@ -3,10 +3,11 @@
  * process are in every process's answer, and stay there once a process dies; the pending gauge
  * counts live processes only; a load or unload in one process is seen by all, each running its
  * own hooks, an unload's only once that process's requests in flight have ended; statistics read
- * while another process counts are never of half a request.
+ * while another process counts are never of half a request; a sequence lives in the process that
+ * started it, and dies with it.
  */
 import t from 'tap'
-import { ModelTable, Registry } from '../lib/index'
+import { InferRequest, ModelTable, Registry } from '../lib/index'
 import type { ModelStatisticsResponse, RepositoryIndexEntry } from '../types'
 import { type ModelPeer, startModelPeer } from './helpers/model-peer'
 import { storePath } from './helpers/registry-peer'
@@ -93,7 +94,7 @@ t.test('a load or an unload in one process is seen by every process, which runs 
   t.same(await everywhere('add'), [['1 UNAVAILABLE (unloaded)', '2 UNAVAILABLE (unloaded)'], ['1 UNAVAILABLE (unloaded)', '2 UNAVAILABLE (unloaded)']])
   t.same(await b.call({ op: 'infer', model: 'add', batch: 1, count: 1 }), ["Request for unknown model: 'add' has no available versions"])
   t.same(await b.call({ op: 'infer', model: 'add', version: '1', batch: 1, count: 1 }), ["Request for unknown model: 'add' version 1 is not at ready state"])
-  t.same(await b.call({ op: 'ready' }), { server: true, models: { add: false, plain: true, gated: true } }, 'an unloaded model keeps no server from being ready')
+  t.same(await b.call({ op: 'ready' }), { server: true, models: { add: false, plain: true, gated: true, acc: true } }, 'an unloaded model keeps no server from being ready')
   t.same(await b.call({ op: 'hooks' }), ['unload add 1', 'unload add 2'], 'b ran its own unload hooks')
   t.same(await a.call({ op: 'hooks' }), ['unload add 1', 'unload add 2'])
   t.same(await b.call({ op: 'index', ready: true }).then((index) => stateOf(index as RepositoryIndexEntry[], 'add')), [], 'the ready ones only')
@@ -170,4 +171,44 @@ t.test('statistics read while another process counts agree with themselves: ever
   }
   t.same((await writing).filter((outcome) => outcome !== 'ok'), [], 'the other process served every request')
   t.same(torn, [], `no answer showed half of a request (${reads} reads saw ${seenCounts.size} counts)`)
+})
+
+t.test('a sequence owned by another process runs there; its owner killed, the sequence is gone, never a hang', async (t) => {
+  const store = storePath(t)
+  const owner = await startModelPeer(t, store)
+  const registry = new Registry({ sharedRegistry: { path: store } })
+  t.teardown(() => registry.close())
+  const here = new ModelTable([{
+    name: 'acc',
+    inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1] }],
+    outputs: [{ name: 'OUTPUT', datatype: 'INT32', shape: [1] }],
+    sequenceBatching: { controlInputs: [{ name: 'START', kind: 'CONTROL_SEQUENCE_START', datatype: 'INT32' }] },
+    run (infer) { infer.output<Int32Array>('OUTPUT', [1])[0] = -1 }
+  }])
+  here.serveWith(registry)
+  const ask = (value: number, id: number, start = false) => here.infer('acc', undefined, {
+    read: (signature) => new InferRequest({ inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1], data: [value] }] }, Buffer.alloc(0),
+      { registry, model: signature, sequence: { correlationId: BigInt(id), start, end: false } }),
+    respond: (request) => {
+      const { header } = request.encode()
+      request.release()
+      return (JSON.parse(header) as { outputs: Array<{ data: number[] }> }).outputs[0].data[0]
+    }
+  }).catch((error: Error) => error.message)
+  const notStarted = (id: number) => `inference request for sequence ${id} to model 'acc' must specify the START flag on the first request of the sequence`
+
+  t.equal(await owner.call({ op: 'sequence', value: 10, id: 1, start: true }), 10, 'started in the other process')
+  t.equal(await owner.call({ op: 'sequence', value: 10, id: 2, start: true }), 10)
+  t.equal(await ask(5, 1), 15, 'this process\'s request ran there, with its state')
+  t.equal(await owner.call({ op: 'sequence', value: 1, id: 1 }), 16)
+  // A request of it waits in its run there, then the owner dies.
+  t.equal(await owner.call({ op: 'sequence', value: 0, id: 1 }), 1)
+  const waiting = ask(1, 1)
+  await owner.kill()
+  t.equal(await waiting, notStarted(1), 'the request waiting there gets Triton\'s error at once')
+  t.equal(await ask(1, 2), notStarted(2), 'a later one too: the sequence died with its owner')
+  t.equal(await ask(7, 1, true), -1, 'a START of it takes it here')
+  t.equal(await ask(7, 2, true), -1)
+  const stats = here.statistics('acc').model_stats[0].inference_stats
+  t.same([stats.success.count, stats.fail.count], [2 + 4, 2], 'the requests that ran nowhere are counted here, once')
 })

@@ -36,6 +36,7 @@ function accumulator (process: string, runs: string[], gate?: Gate): ModelDeclar
       const sequence = infer.sequence as NonNullable<InferRequest['sequence']>
       const input = infer.input<Int32Array>('INPUT').data[0]
       if (input < 0) throw Object.assign(new Error(`the model refuses ${input}`), { statusCode: 422 })
+      if (input === 999) throw new Error('an internal detail no client may see')
       sequence.state = infer.input<Int32Array>('START').data[0] === 1 ? input : (sequence.state as number) + input
       infer.output<Int32Array>('OUTPUT', [1, 1])[0] = sequence.state as number
       if (infer.requestedOutputs.includes('BYTES')) infer.output<Buffer[]>('BYTES', [1, 1])[0] = Buffer.from(`${process}:${String(infer.input<BigUint64Array>('ID').data[0])}`)
@@ -65,8 +66,9 @@ function repeater (runs: string[], process: string): ModelDeclaration {
 
 interface Process { app: FastifyInstance, table: ModelTable, grpcPort: number }
 
-async function serviceProcess (t: Test, store: string, name: string, runs: string[], gate?: Gate, extra: ModelDeclaration[] = []): Promise<Process> {
-  const table = new ModelTable([accumulator(name, runs, gate), repeater(runs, name), ...extra])
+async function serviceProcess (t: Test, store: string, name: string, runs: string[], gate?: Gate, logged: unknown[] = []): Promise<Process> {
+  const log = { error: (object: object, message: string) => { logged.push({ ...object, message }) } }
+  const table = new ModelTable([accumulator(name, runs, gate), repeater(runs, name)], { log })
   const app = Fastify()
   t.teardown(() => app.close())
   await app.register(fastifyTritonShm, { sharedRegistry: { path: store }, grpc: { port: 0, models: table } })
@@ -212,6 +214,25 @@ t.test('a failure in the owner reaches the client as the owner answered it, coun
   t.same([failed.code, failed.details], [3, 'the model refuses -6'], 'over gRPC as over HTTP')
   t.equal(await httpInfer(b, 2, sequence(3)), 3, 'the sequence goes on')
   t.same([successes(a), failures(a)], [2, 2], 'each failure counted once, by the owner that ran it')
+})
+
+t.test('an error of the owner that is no client\'s to see is logged there, and answered as a bare 500', async (t) => {
+  const store = storePath(t)
+  const runs: string[] = []
+  const logged: Array<{ message: string, err?: Error }> = []
+  const a = await serviceProcess(t, store, 'a', runs, undefined, logged)
+  const b = await serviceProcess(t, store, 'b', runs)
+  t.equal(await httpInfer(a, 1, sequence(6, true)), 1)
+  t.equal(await httpInfer(b, 999, sequence(6)), '500 Internal Server Error')
+  t.same(logged.map(({ message, err }) => [message, err?.message]),
+    [['a request handed over by another process of the service failed', 'an internal detail no client may see']])
+})
+
+t.test('a sequence that ends after its store closed (the server is stopping) still ends', async (t) => {
+  const { a } = await service(t)
+  t.equal(await httpInfer(a, 1, sequence(12, true)), 1)
+  a.app.systemSharedMemory.close()
+  t.equal(await httpInfer(a, 2, sequence(12, false, true)), 3, 'its record could not be dropped: the store is closed, and the process leaves it')
 })
 
 t.test('a request forwarded then abandoned by its client is abandoned in the owner, where it waited its turn', async (t) => {

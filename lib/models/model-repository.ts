@@ -256,17 +256,14 @@ export class ModelRepository {
       throw errors.loadOverridesRefused(name, `model '${name}' has no load hook to take a configuration or files`)
     }
     const state = this.#state(name)
-    let failure: HookFailure | undefined
-    try {
-      await this.#loadHere(name, versions, overrides)
+    // It rejects with the first hook's failure only.
+    let failure = await this.#loadHere(name, versions, overrides).then(() => undefined, (hookFailure: HookFailure) => hookFailure)
+    if (failure === undefined) {
       const record = this.#store.write(name, { loaded: true, reason: '', ...(overriding && { overrides }) })
       Object.assign(state, { loaded: true, generation: record.generation, reason: '', outcome: SERVED })
       failure = await this.#appliedEverywhere(name)
-    } catch (error) {
-      if (!(error instanceof HookFailure)) throw error
-      failure = error
+      if (failure === undefined) return
     }
-    if (failure === undefined) return
     // Versions loaded by this attempt are unloaded with the others, in every process.
     state.loaded = true
     this.#apply(this.#store.write(name, { loaded: false, reason: failure.reason }))
@@ -302,7 +299,7 @@ export class ModelRepository {
   async answerApply (call: IncomingCall): Promise<void> {
     const { model } = call.head as ApplyCall
     this.sync()
-    const failure = await (this.#states.get(model)?.outcome ?? SERVED)
+    const failure = await this.#state(model).outcome
     const applied: Applied = failure === undefined ? {} : { failure: { version: failure.version, reason: failure.reason } }
     call.end({ head: applied, parts: [] })
   }

@@ -453,13 +453,13 @@ export class ModelTable {
       const model = await this.#serving(request.model, request.version)
       const forwarded: StreamCall<EncodedResponse> = {
         read: (signature, modelVersion) => {
-          infer = new InferRequest(request.request, forwardedInputBytes(call.parts),
+          const read = infer = new InferRequest(request.request, forwardedInputBytes(call.parts),
             { registry, model: signature, modelVersion, limits: request.limits, sequence: sequenceFlagsOf(request), reservation, outputCopies: 1 })
-          const abandoned = infer
-          if (call.signal.aborted) abandoned.abandon()
-          else call.signal.addEventListener('abort', () => abandoned.abandon(), { once: true })
-          return infer
+          call.signal.addEventListener('abort', () => read.abandon(), { once: true })
+          return read
         },
+        // Cancelled before it was read: it never runs.
+        beforeRun: () => call.signal.throwIfAborted(),
         respond: (read) => read.encode(),
         send: async (response, final) => {
           if (final) call.end(responseMessage(response))

@@ -35,6 +35,8 @@ export interface ChannelFailure {
 /** The process called is not there any more (it died, or stopped serving), or never was. */
 export class PeerGoneError extends Error {
   readonly code = 'ERR_SHM_PEER_GONE'
+  /** To a callee, its call was cancelled: what the caller asked for is no longer wanted. */
+  readonly kind = 'cancelled'
   constructor (reason: string) {
     super(`the process called is gone: ${reason}`)
     this.name = 'PeerGoneError'
