@@ -19,6 +19,8 @@ export interface ServerProcessOptions {
   sharedRegistryPath?: string
   /** With a shared registry, its model table counts statistics in its process only (`processStatistics`). */
   processStatistics?: boolean
+  /** Runs the server as this many node:cluster workers on one port (`WORKERS`), sharing one registry. */
+  workers?: number
 }
 
 let serverFile: string | undefined
@@ -38,7 +40,8 @@ export class ServerProcess {
         ...process.env,
         NODE_ENV: 'production',
         ...(options.sharedRegistryPath === undefined ? {} : { BENCH_SHARED_REGISTRY_PATH: options.sharedRegistryPath }),
-        ...(options.processStatistics === true && { BENCH_PROCESS_STATISTICS: '1' })
+        ...(options.processStatistics === true && { BENCH_PROCESS_STATISTICS: '1' }),
+        ...(options.workers !== undefined && { BENCH_WORKERS: String(options.workers) })
       }
     })
     running.add(child)

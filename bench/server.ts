@@ -6,11 +6,16 @@
  * and KServe over gRPC on a port of its own.
  * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path;
  * with BENCH_PROCESS_STATISTICS=1 too, its model table counts statistics in this process only.
+ * With BENCH_WORKERS=N (N > 1) it runs as the example does with WORKERS=N (example/cluster.ts): a
+ * primary and N node:cluster workers on one port, sharing one registry; the primary reports the
+ * port once every worker listens, and stops them when told to.
  * Started by bench/server-process.ts (compiled by bench/server-build.ts, run on plain node) with an
  * IPC channel: it reports its port, takes the bare route's bytes, and exits when told to or when
  * its parent goes away.
  */
+import cluster from 'node:cluster'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { runPrimary, workerCount } from '../example/cluster'
 import { loadModels, run } from '../example/models'
 import { buildServer } from '../example/server'
 import { inferResponse, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
@@ -25,9 +30,24 @@ function stats (): ServerStats {
   }
 }
 
+/** The primary of `workers` workers: reports their port once all listen (each worker tells it, as
+ * it tells the runner when alone); stops them when told to. */
+function runBenchPrimary (workers: number): void {
+  let listening = 0
+  cluster.on('message', (_worker, message: ChildMessage) => {
+    if (message.type === 'listening' && ++listening === workers) process.send?.(message)
+  })
+  const stop = () => process.kill(process.pid, 'SIGTERM')
+  process.on('message', (message: ParentMessage) => { if (message.type === 'stop') stop() })
+  process.on('disconnect', stop)
+  runPrimary(workers)
+}
+
 async function main () {
+  const workers = workerCount(process.env.BENCH_WORKERS)
+  if (workers > 1 && cluster.isPrimary) return runBenchPrimary(workers)
   // JSON `data` is one of the transports measured: its parts may be as large as V8's strings allow.
-  const storePath = process.env.BENCH_SHARED_REGISTRY_PATH
+  const storePath = process.env.BENCH_SHARED_REGISTRY_PATH ?? process.env.SHARED_REGISTRY_PATH
   const models = await loadModels()
   const app = await buildServer({
     models,
@@ -69,7 +89,8 @@ async function main () {
       stop()
     }
   })
-  // An orphan must not outlive the bench: the IPC channel closes when the parent exits.
+  // An orphan must not outlive the bench: the IPC channel closes when the parent exits (a
+  // worker's, with its primary, which stops it with SIGTERM).
   process.on('disconnect', stop)
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)

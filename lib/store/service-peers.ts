@@ -63,24 +63,19 @@ export class SqliteServicePeers implements ServicePeers {
     return this.#channel.call(this.#context.socketOf(process), message, options)
   }
 
+  /** Read per request of a sequence this process does not hold: one row, no check that its owner
+   * lives (a call to a dead one fails at once, and the sequence died with it). */
   sequenceOwner ({ model, version, id }: SequenceKey): number | undefined {
-    return this.#context.read(() => {
-      const owner = this.#statements.ownerOf.get(model, version, id) as number | undefined
-      if (owner === undefined || owner === this.self || this.#context.isLive(owner)) return owner
-      // Its owner died: the sequence died with it.
-      this.#statements.dropOf.run(model, version, id, owner)
-      return undefined
-    })
+    return this.#context.read(() => this.#statements.ownerOf.get(model, version, id) as number | undefined)
   }
 
-  claimSequence (key: SequenceKey): number {
-    const { model, version, id } = key
+  claimSequence ({ model, version, id }: SequenceKey): number {
     return this.#context.read(() => {
       this.#statements.claim.run(model, version, id, this.self)
       // Another process may have taken it first; a dead one's claim is no claim.
-      const owner = this.sequenceOwner(key)
-      if (owner !== undefined) return owner
-      this.#statements.claim.run(model, version, id, this.self)
+      const owner = this.#statements.ownerOf.get(model, version, id) as number
+      if (owner === this.self || this.#context.isLive(owner)) return owner
+      this.#statements.takeOver.run(this.self, model, version, id, owner)
       return this.self
     })
   }
@@ -104,6 +99,7 @@ function prepare (db: Database) {
   return {
     ownerOf: statement('SELECT owner FROM sequences WHERE model = ? AND version = ? AND id = ?').pluck(),
     claim: statement('INSERT OR IGNORE INTO sequences (model, version, id, owner) VALUES (?, ?, ?, ?)'),
+    takeOver: statement('UPDATE sequences SET owner = ? WHERE model = ? AND version = ? AND id = ? AND owner = ?'),
     dropOf: statement('DELETE FROM sequences WHERE model = ? AND version = ? AND id = ? AND owner = ?'),
     dropAll: statement('DELETE FROM sequences WHERE owner = ?')
   }

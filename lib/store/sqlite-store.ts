@@ -201,10 +201,10 @@ export class SqliteStore implements RegionStore {
     return path.join(this.#channelsPath, String(userId))
   }
 
+  /** Whether the process of a user row is alive (one forgotten already is not); a dead one is forgotten now. */
   #isLive (userId: number): boolean {
-    const user = this.#statements.user.get(userId) as UserRow | undefined
-    if (user === undefined) return false
-    if (isAlive({ pid: user.pid, startTime: user.start_time })) return true
+    const { pid, start_time: startTime } = this.#statements.user.get(userId) as UserRow
+    if (isAlive({ pid, startTime })) return true
     this.#forget(userId)
     return false
   }
@@ -215,7 +215,7 @@ export class SqliteStore implements RegionStore {
       db: this.#db,
       userId: this.#userId,
       socketOf: (userId) => this.#socketOf(userId),
-      read: (use) => this.#guard(use),
+      read: (use) => this.#answered(use),
       liveUserIds: () => this.#liveUsers().map((user) => user.id),
       isLive: (userId) => this.#isLive(userId)
     }))
@@ -284,8 +284,17 @@ export class SqliteStore implements RegionStore {
    * stays with the server.
    */
   #guard<T> (use: () => T): T {
-    try {
+    return this.#answered(() => {
       this.#db.pragma('shrink_memory')
+      return use()
+    })
+  }
+
+  /** A use of the store with its errors answered as `#guard`'s, on this connection's page cache
+   * (which SQLite checks against the file at each transaction): for the sequences' owners, looked
+   * up per request, whose rows a damaged store cannot make any process acknowledge wrongly. */
+  #answered<T> (use: () => T): T {
+    try {
       return use()
     } catch (error) {
       if ((error as Error).name === 'SqliteError') throw storeFailed(error)
@@ -407,7 +416,8 @@ function prepare (db: Database) {
     removeRegion: statement('DELETE FROM regions WHERE id = ?'),
     addUser: statement('INSERT INTO users (pid, start_time, slot) VALUES (?, ?, ?)'),
     otherUsers: statement('SELECT id, pid, start_time, slot FROM users WHERE id != ?'),
-    user: statement('SELECT id, pid, start_time, slot FROM users WHERE id = ?'),
+    // One row always: pid 0 (no process's) for a user forgotten already.
+    user: statement('SELECT coalesce(max(pid), 0) AS pid, coalesce(max(start_time), 0) AS start_time FROM users WHERE id = ?'),
     removeUser: statement('DELETE FROM users WHERE id = ?'),
     removeSequences: statement('DELETE FROM sequences WHERE owner = ?')
   }
