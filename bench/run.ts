@@ -30,6 +30,7 @@ import { removeAllObjects } from './shm-objects'
 import { round } from './stats'
 import { SyscallsProgram } from './syscalls'
 import { viewsSuite } from './views'
+import { type WorkersPlan, workersSuite } from './workers'
 
 const KiB = 1024
 const MiB = 1024 ** 2
@@ -51,6 +52,7 @@ interface Plan {
   sharedStatistics: SharedStatisticsPlan
   grpc: GrpcPlan
   grpcStream: GrpcStreamPlan
+  workers: WorkersPlan
 }
 
 const PLANS: Record<Plan['mode'], Plan> = {
@@ -68,7 +70,8 @@ const PLANS: Record<Plan['mode'], Plan> = {
     sharedInfer: { rounds: 4, secondsPerRun: 1, connections: 2, warmupRequests: 2000 },
     sharedStatistics: { rounds: 6, secondsPerRun: 1.5, connections: 4, pipelining: 4, warmupRequests: 4000 },
     grpc: { tensorBytes: 4 * MiB, rounds: 2, secondsPerRun: 1, connections: 2 },
-    grpcStream: { rounds: 2, secondsPerRun: 1 }
+    grpcStream: { rounds: 2, secondsPerRun: 1 },
+    workers: { rounds: 2, secondsPerRun: 1.5, connections: 16, pipelining: 4 }
   },
   full: {
     mode: 'full',
@@ -84,7 +87,8 @@ const PLANS: Record<Plan['mode'], Plan> = {
     sharedInfer: { rounds: 6, secondsPerRun: 3, connections: 2, warmupRequests: 5000 },
     sharedStatistics: { rounds: 8, secondsPerRun: 4, connections: 4, pipelining: 4, warmupRequests: 10000 },
     grpc: { tensorBytes: 4 * MiB, rounds: 4, secondsPerRun: 3, connections: 2 },
-    grpcStream: { rounds: 4, secondsPerRun: 3 }
+    grpcStream: { rounds: 4, secondsPerRun: 3 },
+    workers: { rounds: 4, secondsPerRun: 3, connections: 16, pipelining: 4 }
   }
 }
 
@@ -110,7 +114,9 @@ const GOALS = {
   grpcShmSpeedupVsRaw: { at: 'least', value: 5 },
   grpcVsHttpCpuRatio: { at: 'most', value: 1.3 },
   grpcStreamVsUnaryThroughput: { at: 'least', value: 1.5 },
-  grpcVsHttpThroughput: { at: 'least', value: 0.9 }
+  grpcVsHttpThroughput: { at: 'least', value: 0.9 },
+  workersThroughputRatio: { at: 'least', value: 1.5 },
+  forwardedSequenceCostRatio: { at: 'most', value: 2.5 }
 } as const
 
 type Headline = keyof typeof GOALS
@@ -228,6 +234,7 @@ async function main () {
   const sharedInfer = await sharedInferSuite(plan.sharedInfer, tmpfsStorePath())
   progress(`statistics of the whole service: two servers with sharedRegistry, shared statistics vs this process's, ${plan.sharedStatistics.rounds} rounds`)
   const sharedStatistics = await sharedStatisticsSuite(plan.sharedStatistics)
+  const workers = await workersSuite(plan.workers)
 
   print(table(`Route: GET /v2/systemsharedmemory/status vs a bare Fastify route (${route.regions} regions, ${route.responseBytes}-byte JSON)`,
     ['route', 'req/s', 'p50', 'p99', 'server CPU/req', 'server CPU busy'],
@@ -315,6 +322,17 @@ async function main () {
 
   print(grpcStreamTable(grpcStream, plan.grpcStream))
 
+  print(table('Several processes: two node:cluster workers against one process, and a sequence\'s requests handed to their owner',
+    ['case', 'req/s', 'server CPU/req'],
+    [['one process, add_sub_fp32 over shm', num(workers.requestsPerSecond.one), ''],
+      ['two workers (WORKERS=2), add_sub_fp32 over shm', num(workers.requestsPerSecond.two), ''],
+      ['a sequence request served by its owner', num(workers.sequence.requestsPerSecond.local), `${num(workers.sequence.cpuMicrosPerRequest.local)} µs`],
+      ['a sequence request handed to its owner', num(workers.sequence.requestsPerSecond.forwarded), `${num(workers.sequence.cpuMicrosPerRequest.forwarded)} µs`]],
+    [`workersThroughputRatio (req/s, two workers / one process, ${bytes(workers.tensorBytes)} tensors, ${plan.workers.connections} connections x ${plan.workers.pipelining} ` +
+      `pipelined, the load generator on the same cores): ${ratio(workers.throughputRatio)}`,
+    `forwardedSequenceCostRatio (server CPU per request of both processes, handed over / served by the owner, simple_dyna_sequence, one request at a time): ${ratio(workers.sequence.costRatio)}`,
+    `${plan.workers.rounds} alternating rounds of ${plan.workers.secondsPerRun} s per case.`]))
+
   const headlineBytes = plan.infer.headlineBytes
   const headlineRatios = inferRatios(infer.points, headlineBytes, memcpyResult.movedBytesPerSecond)
   const worstRegister = register.reduce((worst, point) => point.ratio > worst.ratio ? point : worst)
@@ -340,7 +358,9 @@ async function main () {
     grpcShmSpeedupVsRaw: grpc.shmSpeedupVsRaw,
     grpcVsHttpCpuRatio: grpc.cpuRatioVsHttp,
     grpcStreamVsUnaryThroughput: grpcStream.streamVsUnary,
-    grpcVsHttpThroughput: grpcStream.grpcVsHttp
+    grpcVsHttpThroughput: grpcStream.grpcVsHttp,
+    workersThroughputRatio: workers.throughputRatio,
+    forwardedSequenceCostRatio: workers.sequence.costRatio
   }
   const how: Record<Headline, string> = {
     routeRatio: `status / bare req/s, ${route.regions} regions`,
@@ -370,7 +390,9 @@ async function main () {
     grpcVsHttpCpuRatio: `server CPU per shared memory inference at ${bytes(grpc.tensorBytes)}, gRPC / HTTP`,
     grpcStreamVsUnaryThroughput: 'req/s, simple over shm, one client, one request at a time: a grpc-js ModelStreamInfer stream / grpc-js ModelInfer calls',
     grpcVsHttpThroughput: 'req/s, simple over shm, one client, one request at a time: ModelInfer / HTTP, from lean clients ' +
-      `(node:http2, node:http; grpc-js ModelInfer / HTTP: ${num(grpcStream.grpcJsVsHttp)})`
+      `(node:http2, node:http; grpc-js ModelInfer / HTTP: ${num(grpcStream.grpcJsVsHttp)})`,
+    workersThroughputRatio: `req/s, add_sub_fp32 over shm at ${bytes(workers.tensorBytes)}, WORKERS=2 / one process, on ${host.cpus} cores with the load generator`,
+    forwardedSequenceCostRatio: 'server CPU per request (both processes), a sequence request handed to its owner / served by it'
   }
   const peakRssBytes = Math.max(...Object.values(rssAfter))
   print(table(`Summary (${plan.mode} run, ${elapsedSeconds().toFixed(0)} s)`, ['figure', 'value', 'goal', 'met', 'measured as'],
@@ -413,7 +435,7 @@ async function main () {
   const suffix = plan.mode === 'quick' ? '-quick' : ''
   const resultsFile = path.join(RESULTS_DIR, `results${suffix}.json`)
   const plotFile = path.join(RESULTS_DIR, `scaling${suffix}.svg`)
-  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, peerCheck, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, sharedStatistics, grpc, grpcStream, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
+  writeFileSync(resultsFile, JSON.stringify({ summary, machine: host, plan, register, peerCheck, views, route, modelTable, registerHttp, memcpy: memcpyResult, infer, onnx, sharedLease, sharedInfer, sharedStatistics, grpc, grpcStream, workers, serverPeakRss: rssAfter, tables: out.join('\n') }, null, 2) + '\n')
   writeFileSync(plotFile, renderSvg(`fastify-triton-shm bench (${plan.mode})`,
     `${host.cpus} x ${host.cpuModel}, node ${host.node}; add_sub_fp32, ${plan.infer.connections} connections; ${new Date().toISOString().slice(0, 16)}Z`,
     charts(infer.points, sizes, memcpyResult.movedBytesPerSecond, register, views)))
