@@ -5,9 +5,12 @@
  * the chunks of one chunked body. Chunks over a real socket: their framing is the point.
  */
 import { once } from 'node:events'
+import type { IncomingMessage } from 'node:http'
 import { connect } from 'node:net'
+import { Readable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { buildServer } from '../example/server'
+import { receivedBytes } from '../lib/http/received-bytes'
 import { InFlightBytes } from '../lib/index'
 import type { BytesElements, ModelSignature } from '../types'
 import { assertError, postBytes } from './helpers/http'
@@ -158,6 +161,8 @@ t.test('chunks are charged to the in-flight budget as they arrive; a refused bod
   const inFlight = new WatchedBudget(1024 * MiB)
   const { app } = await buildInferApp(t, [readingModel(signature('u8', 'UINT8', [-1]))], { bodyParser: { inFlight } })
   const port = await listenLocally(t, app)
+  const heldAtClose: number[] = []
+  app.server.on('request', (request: IncomingMessage) => request.socket.once('close', () => heldAtClose.push(request.readableLength)))
   const served = await sendChunks(port, 'u8', 1000)
   t.match(served.head, /^HTTP\/1\.1 200 /)
   t.ok(inFlight.most >= 1000, `the chunks were charged (${inFlight.most} bytes held)`)
@@ -165,6 +170,32 @@ t.test('chunks are charged to the in-flight budget as they arrive; a refused bod
   const refused = await sendChunks(port, 'u8', 200_000)
   t.match(refused.head, /^HTTP\/1\.1 400 /)
   t.equal(inFlight.most, 65_536, 'the 65 536 chunks read before the refusal: one byte each, and no more')
+  await eventually(() => heldAtClose.length === 2, 'both connections closed')
+  t.equal(heldAtClose[1], 0, 'nothing of the refused body was held to the end: what came after it was read and dropped')
   await eventually(() => inFlight.heldBytes === 0, 'the requests kept what they were charged')
   t.pass('everything charged was given back')
+})
+
+t.test('a chunked body\'s pieces are counted and charged one by one, and passed on joined, small ones together', async (t) => {
+  const read = async (pieces: Buffer[]) => {
+    const charged: number[] = []
+    const body = receivedBytes(Readable.from(pieces), true, (bytes) => charged.push(bytes))
+    const out: Buffer[] = []
+    body.on('data', (piece: Buffer) => out.push(piece))
+    await once(body, 'end')
+    return { out, charged, received: body.receivedEncodedLength }
+  }
+  const ones = Array.from({ length: 2000 }, (_, index) => Buffer.from([index % 256]))
+  const small = await read(ones)
+  t.same(small.out.map((piece) => piece.length), [1024, 976], 'one Buffer per 1024 pieces')
+  t.same(Buffer.concat(small.out), Buffer.concat(ones), 'every byte, in order')
+  t.equal(small.charged.length, 2000, 'each piece charged as it came')
+  t.equal(small.received, 2000)
+  const large = Buffer.alloc(70 * 1024, 7)
+  const big = await read([Buffer.from('ab'), large, large])
+  t.same(big.out.map((piece) => piece.length), [2 + 70 * 1024, 70 * 1024], 'joined once past 64 KiB')
+  t.equal(big.out[1], large, 'a large piece alone is passed on as it is')
+  t.same((await read([])).out, [], 'no body, nothing passed on')
+  const plain = receivedBytes(Readable.from([Buffer.from('x')]), false, () => { throw new Error('never charged') })
+  t.same(await plain.toArray(), [Buffer.from('x')], 'a body with a length passes through, uncharged')
 })
