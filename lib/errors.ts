@@ -235,9 +235,19 @@ export const inputByteSizeMismatch = invalid('ERR_SHM_INPUT_BYTE_SIZE_MISMATCH',
   (input: string, model: string, expected: number | bigint, received: number) =>
     `input byte size mismatch for input '${input}' for model '${model}'. Expected ${expected}, got ${received}`)
 
+/** A BYTES input's JSON `data` with another element count than its shape (Triton counts its
+ * strings later, in its core, with words of its own). */
 export const inputElementCountMismatch = invalid('ERR_SHM_INPUT_ELEMENT_COUNT_MISMATCH',
   (input: string, model: string, expected: number | bigint, received: number) =>
     `unexpected number of elements in 'data' for input '${input}' for model '${model}'. Expected ${expected}, got ${received}`)
+
+/** Triton's HTTP server, reading JSON `data` against the input's shape: an element past the shape's count. */
+export const dataTooManyElements = invalid('ERR_SHM_DATA_TOO_MANY_ELEMENTS', () =>
+  "Unable to parse 'data': Shape does not match true shape of 'data' field")
+
+/** Triton's HTTP server, reading JSON `data` against the input's shape: fewer elements than its count. */
+export const dataTooFewElements = invalid('ERR_SHM_DATA_TOO_FEW_ELEMENTS', () =>
+  "Failed to parse 'data' field: shape does not match true shape")
 
 export const invalidInputData = invalid('ERR_SHM_INVALID_INPUT_DATA', (input: string, datatype: string, expected: string) =>
   `'data' of input '${input}' holds a value that is not ${expected}, as ${datatype} requires`)
@@ -271,8 +281,10 @@ export const batchMismatch = invalid('ERR_SHM_BATCH_MISMATCH', (input: string, m
 export const batchTooLarge = invalid('ERR_SHM_BATCH_TOO_LARGE', (maxBatchSize: number, model: string) =>
   `inference request batch-size must be <= ${maxBatchSize} for '${model}'`)
 
-export const dataTooDeep = invalid('ERR_SHM_DATA_TOO_DEEP', (input: string, depth: number) =>
-  `'data' of input '${input}' is nested more than ${depth} levels deep`)
+/** Triton words it as it reads the data: BYTES elements are first measured, the others read into
+ * their tensor, which puts its "Unable to parse 'data'" before the reason. */
+export const dataTooDeep = invalid('ERR_SHM_DATA_TOO_DEEP', (depth: number, whileParsing: boolean) =>
+  `${whileParsing ? "Unable to parse 'data': " : ''}JSON nesting depth exceeds maximum allowed limit (${depth})`)
 
 export const tooManyBytesElements = invalid('ERR_SHM_TOO_MANY_BYTES_ELEMENTS', (tensor: string, count: bigint, maxElements: number) =>
   `tensor '${tensor}' has ${count} BYTES elements, more than the server's limit of ${maxElements}`)
@@ -298,9 +310,46 @@ export const inFlightTooLarge = invalid('ERR_SHM_IN_FLIGHT_TOO_LARGE', (needed: 
 export const invalidInferRequest = invalid('ERR_SHM_INVALID_INFER_REQUEST', (reason: string) =>
   `Unable to parse inference request: ${reason}`)
 
-export const jsonRequestTooLarge = (byteSize: number, maxBytes: number) =>
-  invalidInferRequest(`its JSON is ${byteSize} bytes, more than the server's limit of ${maxBytes}: ` +
-    'send tensors as binary data or in shared memory')
+// Triton's `--http-max-input-size`, the infer body parser's `jsonLimit`: Triton's texts name its flag.
+
+export const jsonRequestTooLarge = invalid('ERR_SHM_JSON_REQUEST_TOO_LARGE', (byteSize: number, maxBytes: number) =>
+  `request JSON size of ${byteSize} bytes exceeds the maximum allowed input size of ${maxBytes} bytes. ` +
+  'Use --http-max-input-size to increase the limit.')
+
+export const rawInputTooLarge = invalid('ERR_SHM_RAW_INPUT_TOO_LARGE', (byteSize: number, maxBytes: number) =>
+  `Raw input has a byte_size (${byteSize} bytes) that exceeds the maximum allowed value of ${maxBytes} bytes. ` +
+  'Use --http-max-input-size to increase the limit.')
+
+export const decompressedTooLarge = invalid('ERR_SHM_DECOMPRESSED_TOO_LARGE', (maxBytes: number) =>
+  `Decompressed data size exceeds the maximum allowed value of ${maxBytes} bytes. Use --http-max-input-size to increase the limit.`)
+
+// Request bodies over HTTP: their transfer and content codings, as Triton's HTTP server takes them
+
+/** Answered with `Accept-Encoding: gzip, deflate`, as Triton does. */
+export const unsupportedCompression = answered('ERR_SHM_UNSUPPORTED_COMPRESSION', 'unsupported', () => 'Unsupported compression type')
+
+export const nothingToDecompress = invalid('ERR_SHM_NOTHING_TO_DECOMPRESS', () => 'nothing to be decompressed')
+
+/** A body that is not the compressed data its `Content-Encoding` says (zlib's reason after it). */
+export const malformedCompressedBody = invalid('ERR_SHM_MALFORMED_COMPRESSED_BODY', (encoding: string, reason: string) =>
+  `Unable to parse inference request: the body is not valid ${encoding} data: ${reason}`)
+
+export const tooManyChunks = invalid('ERR_SHM_TOO_MANY_CHUNKS', (maxChunks: number) =>
+  `Chunked request body exceeds maximum of ${maxChunks} non-empty chunks. Send fewer or larger HTTP chunks.`)
+
+// Triton's raw request (`Inference-Header-Content-Length: 0`): its core words these for the request,
+// which has no id
+
+const RAW_REQUEST = '[request id: <id_unknown>] '
+
+export const rawRequestInputCount = invalid('ERR_SHM_RAW_REQUEST_INPUT_COUNT', (modelInputs: number, model: string) =>
+  `${RAW_REQUEST}Raw request must only have 1 input (found 1) to be deduced but got ${modelInputs} inputs in '${model}' model configuration`)
+
+export const rawRequestShape = invalid('ERR_SHM_RAW_REQUEST_SHAPE', (input: string) =>
+  `${RAW_REQUEST}The shape of the raw input '${input}' can not be deduced because there are more than one variable-sized dimension`)
+
+export const rawRequestBytesShape = invalid('ERR_SHM_RAW_REQUEST_BYTES_SHAPE', (input: string) =>
+  `${RAW_REQUEST}For BYTE datatype raw input '${input}', the model must have input shape [1]`)
 
 export const unexpectedInput = invalid('ERR_SHM_UNEXPECTED_INPUT', (input: string, model: string) =>
   `unexpected inference input '${input}' for model '${model}'`)

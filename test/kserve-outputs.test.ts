@@ -219,7 +219,7 @@ t.test('binary outputs follow the JSON header, whose length is in Inference-Head
   t.same(response.rawPayload, Buffer.concat([Buffer.from(headerText), SUM]), 'the header, then OUTPUT0\'s little-endian bytes')
 })
 
-t.test('binary_data_output makes every output binary unless it says binary_data: false', async (t) => {
+t.test('binary_data_output makes every output the request does not list binary; a listed one is JSON unless it says binary_data: true', async (t) => {
   const strings = constantModel('strings', { S: ['BYTES', ['x', 'yz']], N: ['INT16', [-2, 300]] })
   const { app } = await buildInferApp(t, [sumModel(), strings])
   const all = parseInferResponse(await infer(app, 'simple', { inputs: simpleInputs, parameters: { binary_data_output: true } }))
@@ -229,15 +229,30 @@ t.test('binary_data_output makes every output binary unless it says binary_data:
   t.same(all.binary.get('OUTPUT0'), SUM)
   t.same(all.binary.get('OUTPUT1'), DIFFERENCE)
 
-  const mixed = parseInferResponse(await infer(app, 'strings', {
+  const unlisted = parseInferResponse(await infer(app, 'strings', { inputs: [X], outputs: [], parameters: { binary_data_output: true } }))
+  t.equal(unlisted.headerText, '{"model_name":"strings","outputs":[' +
+    '{"name":"S","datatype":"BYTES","shape":[2],"parameters":{"binary_data_size":11}},' +
+    '{"name":"N","datatype":"INT16","shape":[2],"parameters":{"binary_data_size":4}}]}', 'an empty list lists none')
+  t.same(unlisted.binary.get('S'), serializeStrings(['x', 'yz']), 'BYTES as binary data: length-prefixed elements')
+
+  // As Triton (qa/L0_http): the flag covers only the outputs the request does not list.
+  const listed = parseInferResponse(await infer(app, 'strings', {
     inputs: [X],
     outputs: [{ name: 'N', parameters: { binary_data: false } }, { name: 'S' }],
     parameters: { binary_data_output: true }
   }))
-  t.equal(mixed.headerText, '{"model_name":"strings","outputs":[' +
+  t.equal(listed.headerText, '{"model_name":"strings","outputs":[' +
     '{"name":"N","datatype":"INT16","shape":[2],"data":[-2,300]},' +
-    '{"name":"S","datatype":"BYTES","shape":[2],"parameters":{"binary_data_size":11}}]}')
-  t.same(mixed.binary.get('S'), serializeStrings(['x', 'yz']), 'BYTES as binary data: length-prefixed elements')
+    '{"name":"S","datatype":"BYTES","shape":[2],"data":["x","yz"]}]}')
+  const asked = parseInferResponse(await infer(app, 'simple', {
+    inputs: simpleInputs,
+    outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }, { name: 'OUTPUT1' }],
+    parameters: { binary_data_output: true }
+  }))
+  t.equal(asked.headerText, '{"model_name":"simple","outputs":[' +
+    '{"name":"OUTPUT0","datatype":"INT32","shape":[1,16],"parameters":{"binary_data_size":64}},' +
+    `{"name":"OUTPUT1","datatype":"INT32","shape":[1,16],"data":[${INPUT0.map((value, index) => value - INPUT1[index]).join(',')}]}]}`)
+  t.same(asked.binary.get('OUTPUT0'), SUM)
 
   const off = await infer(app, 'simple', { inputs: simpleInputs, parameters: { binary_data_output: false } })
   t.match(off.headers['content-type'], /^application\/json/)

@@ -59,10 +59,17 @@ function inputsOf ({ model_name: model, inputs, raw_input_contents: raw }: Model
   return { inputs: wire, bytes }
 }
 
+/** An output as the helpers read it: raw unless it goes to shared memory (`binary_data_output`
+ * covers only the outputs a request does not list). */
+function outputOf ({ name, parameters }: ModelInferRequest['outputs'][number]) {
+  const inMemory = sharedMemoryParameters(name, parameters)
+  return { name, parameters: inMemory.shared_memory_region === undefined ? { ...inMemory, binary_data: true } : inMemory }
+}
+
 /** The request as the helpers read it: every output not in shared memory is sent raw. */
 function wireOf (request: ModelInferRequest): { wire: InferRequestWire, bytes: Uint8Array[] } {
   const { inputs, bytes } = inputsOf(request)
-  const outputs = request.outputs.map(({ name, parameters }) => ({ name, parameters: sharedMemoryParameters(name, parameters) }))
+  const outputs = request.outputs.map(outputOf)
   const wire = { id: request.id === '' ? undefined : request.id, parameters: { binary_data_output: true }, inputs, outputs }
   return { wire: checkInferRequest(wire), bytes }
 }

@@ -6,7 +6,6 @@
  * timeout after a client stopped reading).
  */
 import type { IncomingMessage } from 'node:http'
-import { type Readable, Transform } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { InFlightBudget, InFlightReservation } from '../../types/kserve'
 
@@ -30,32 +29,5 @@ export function reservationOf (request: FastifyRequest, reply: FastifyReply, bud
   return reservation
 }
 
-/** The reservation `request` has, if its body was charged (see `chargeInferBody`). */
+/** The reservation `request` has, if its body was charged (see `inferPayload`). */
 export const reservationIn = (request: FastifyRequest): InFlightReservation | undefined => (request.raw as Reserving)[RESERVATION]
-
-/**
- * A `preParsing` hook charging each request's body to `budget` before it is read: its declared
- * length at once (a body over `bodyLimit` is left to Fastify's 413), a chunked one chunk by chunk.
- */
-export function chargeInferBody (budget: InFlightBudget, bodyLimit: number) {
-  return async (request: FastifyRequest, reply: FastifyReply, payload: Readable): Promise<Readable> => {
-    const declared = request.headers['content-length']
-    if (declared === undefined && request.headers['transfer-encoding'] === undefined) return payload
-    const reservation = reservationOf(request, reply, budget)
-    if (declared !== undefined) {
-      const length = Number(declared)
-      if (length <= bodyLimit) reservation.charge(length)
-      return payload
-    }
-    return payload.pipe(new Transform({
-      transform (chunk: Buffer, _encoding, next) {
-        try {
-          reservation.charge(chunk.length)
-          next(null, chunk)
-        } catch (error) {
-          next(error as Error)
-        }
-      }
-    }))
-  }
-}

@@ -5,16 +5,28 @@
  */
 import type { Socket } from 'node:net'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { InferRequestWire } from '../../types/kserve'
+import type { InferRequestWire, InFlightReservation, ModelSignature } from '../../types/kserve'
 import { InferRequest, type ReadInferRequestOptions } from '../kserve/infer-request'
 import { checkInferRequest } from '../kserve/infer-wire'
+import { rawInferRequest } from '../kserve/raw-request'
 import { watchOutput } from '../util/send-progress'
-import { HEADER_LENGTH_HEADER, InferBody } from './infer-body'
+import { InferBody } from './infer-body'
+import { HEADER_LENGTH_HEADER } from './infer-headers'
 import { reservationIn, reservationOf } from './in-flight'
 
-function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: Buffer } {
-  if (request.body instanceof InferBody) return request.body
-  return { header: request.body as InferRequestWire, binary: Buffer.alloc(0) }
+/** The body's JSON and binary section; no body at all is Triton's raw request of no bytes. */
+function bodyOf ({ body }: FastifyRequest): { header: InferRequestWire | undefined, binary: Buffer } {
+  if (body instanceof InferBody) return body
+  return { header: body as InferRequestWire | undefined, binary: Buffer.alloc(0) }
+}
+
+/** The request `request` carries for `model`: its JSON, or the request a raw body stands for (a
+ * BYTES input's copy charged first). */
+function wireOf (request: FastifyRequest, model: ModelSignature, reservation: InFlightReservation): { wire: InferRequestWire, bytes: Buffer } {
+  const { header, binary } = bodyOf(request)
+  if (header !== undefined) return { wire: checkInferRequest(header), bytes: binary }
+  const { request: wire, bytes } = rawInferRequest(model, binary, (byteSize) => reservation.charge(byteSize))
+  return { wire, bytes }
 }
 
 /**
@@ -25,10 +37,10 @@ function bodyOf (request: FastifyRequest): { header: InferRequestWire, binary: B
  * back when the reply closes.
  */
 export function readInferRequest (request: FastifyRequest, reply: FastifyReply, options: ReadInferRequestOptions): InferRequest {
-  const { header, binary } = bodyOf(request)
   const reservation = options.reservation ?? reservationIn(request) ?? bodyCharged(request, reply, options)
+  const { wire, bytes } = wireOf(request, options.model, reservation)
   // The body copies each output's bytes once.
-  const infer = new InferRequest(checkInferRequest(header), binary, { outputCopies: 1, ...options, reservation })
+  const infer = new InferRequest(wire, bytes, { outputCopies: 1, ...options, reservation })
   // A pipelined request's response waits behind the ones sent before it, and Node never closes a
   // waiting response when its connection goes: the socket's close ends the request too.
   const socket = request.raw.socket

@@ -10,7 +10,7 @@ import type {
 import type { SendOptions, SequenceContext, SequenceFlags } from '../../types/sequences'
 import * as errors from '../errors'
 import { DEFAULT_INFER_LIMITS } from './infer-limits'
-import { BinaryCursor, type InputBytes, readInput } from './input-tensors'
+import { BinaryCursor, type InputBytes, readInput, readJsonData } from './input-tensors'
 import {
   encodeResponse, type EncodedResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets,
   responseBudgets
@@ -131,6 +131,9 @@ export class InferRequest {
     const hold = (lease: Lease) => { this.#leases.push(lease) }
     try {
       this.sequenceFlags = sequence ?? sequenceFlagsOfJson(body.parameters)
+      // As Triton's HTTP server: each input's JSON data is read against its own shape first,
+      // before the request is checked against the model.
+      const jsonData = readJsonData(body.inputs)
       checkInputNames(body, model)
       checkBatch(body, model)
       const taken = this.#inputBytes
@@ -144,7 +147,8 @@ export class InferRequest {
         finish: () => binary.finish()
       }
       const context = { model: model.name, registry, binary: recorded, limits: this.limits, hold }
-      this.inputs = body.inputs.map((input) => readInput(input, specOfInput(model, input.name, input.datatype, input.shape), context))
+      this.inputs = body.inputs.map((input, index) =>
+        readInput(input, specOfInput(model, input.name, input.datatype, input.shape), context, jsonData[index]))
       binary.finish()
       this.#plans = planOutputs(body, model, registry, hold, [...this.#leases])
     } catch (error) {

@@ -3,10 +3,10 @@
  * body, or a registered shared memory region (a zero-copy view held by a lease).
  */
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
-import type { InferInputWire, InferLimits, Tensor, TensorSpec } from '../../types/kserve'
+import type { Datatype, InferInputWire, InferLimits, Tensor, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
 import { bytesTensorFromJson, parseBytesTensor } from './bytes-tensor'
-import { elementBytes, exactElementCount, typedArrayFromJson, typedArrayOver } from './datatypes'
+import { elementBytes, exactElementCount, hasJsonForm, typedArrayFromJson, typedArrayOver } from './datatypes'
 import { Parameters } from './infer-wire'
 
 /** Where the inputs sent as bytes (not in shared memory) get them, one input after another. */
@@ -90,15 +90,26 @@ function fromBytes (input: InferInputWire, spec: TensorSpec, bytes: Uint8Array, 
   return { ...tensor, data: typedArrayOver(spec.datatype as Exclude<typeof spec.datatype, 'BYTES'>, bytes) }
 }
 
-/** Deepest JSON `data` accepted: tensors have a handful of dimensions, and Triton, like this
- * package, accepts data nested more deeply than its shape. */
-export const MAX_DATA_DEPTH = 64
+/** Triton's deepest JSON `data` (its HTTP server's `HTTP_MAX_JSON_NESTING_DEPTH`): an element
+ * inside this many arrays, `data` itself counted, is refused. Tensors have a handful of dimensions,
+ * and Triton, like this package, accepts data nested more deeply than its shape. */
+export const MAX_DATA_DEPTH = 100
+
+/** The element count JSON `data` of this input must have, as Triton reads it: its shape's for a
+ * datatype JSON carries element by element; none for BYTES data (counted against the model later)
+ * or FP16 and BF16 data (refused whatever its count). */
+function jsonElementCount ({ datatype, shape }: InferInputWire): bigint | undefined {
+  return datatype === 'BYTES' || !hasJsonForm(datatype as Datatype) ? undefined : exactElementCount(shape)
+}
 
 /**
- * The values of JSON `data`, flat or nested, in order. Iterative, so a client's nesting never
- * reaches the call stack; nesting deeper than `MAX_DATA_DEPTH` is refused.
+ * The values of an input's JSON `data`, flat or nested, in order, checked as Triton's HTTP server
+ * reads them: against the input's own shape (an element too many is refused as it is met, too few
+ * at the end) and its nesting. Iterative, so a client's nesting never reaches the call stack.
  */
 function flatten (input: InferInputWire): unknown[] {
+  const count = jsonElementCount(input)
+  const most = count === undefined || count > BigInt(Number.MAX_SAFE_INTEGER) ? Infinity : Number(count)
   const values: unknown[] = []
   const open: Array<{ array: unknown[], next: number }> = [{ array: input.data as unknown[], next: 0 }]
   while (open.length > 0) {
@@ -107,39 +118,43 @@ function flatten (input: InferInputWire): unknown[] {
       open.pop()
       continue
     }
+    if (open.length === MAX_DATA_DEPTH) throw errors.dataTooDeep(MAX_DATA_DEPTH, input.datatype !== 'BYTES')
     const value = level.array[level.next++]
-    if (!Array.isArray(value)) {
-      values.push(value)
-    } else if (open.length === MAX_DATA_DEPTH) {
-      throw errors.dataTooDeep(input.name, MAX_DATA_DEPTH)
-    } else {
+    if (Array.isArray(value)) {
       open.push({ array: value, next: 0 })
+    } else if (values.length === most) {
+      throw errors.dataTooManyElements()
+    } else {
+      values.push(value)
     }
   }
+  if (count !== undefined && BigInt(values.length) < count) throw errors.dataTooFewElements()
   return values
 }
 
-function fromJson (input: InferInputWire, spec: TensorSpec, context: InputContext): Tensor {
-  const values = flatten(input)
-  const count = spec.datatype === 'BYTES' ? bytesElementCount(input.name, input.shape, context.limits) : exactElementCount(input.shape)
-  if (BigInt(values.length) !== BigInt(count)) throw errors.inputElementCountMismatch(input.name, context.model, count, values.length)
-  const data = spec.datatype === 'BYTES'
-    ? bytesTensorFromJson(input.name, values)
-    : typedArrayFromJson(input.name, spec.datatype, values)
-  return { name: input.name, datatype: spec.datatype, shape: input.shape, data }
+/**
+ * The values of each input's JSON `data` (undefined for an input sent another way), read before
+ * the request is checked against its model, as Triton does: an input's source (exactly one of
+ * `data`, binary data, shared memory), then its data against its own shape.
+ */
+export function readJsonData (inputs: InferInputWire[]): Array<unknown[] | undefined> {
+  return inputs.map((input) => sourceOf(input, new Parameters(input.name, input.parameters)) === 'data' ? flatten(input) : undefined)
 }
 
-/** Reads one input, already matched to the model's `spec`. */
-export function readInput (input: InferInputWire, spec: TensorSpec, context: InputContext): Tensor {
+function fromJson (input: InferInputWire, spec: TensorSpec, values: unknown[], context: InputContext): Tensor {
+  const tensor = { name: input.name, datatype: spec.datatype, shape: input.shape }
+  if (spec.datatype !== 'BYTES') return { ...tensor, data: typedArrayFromJson(input.name, spec.datatype, values) }
+  const count = bytesElementCount(input.name, input.shape, context.limits)
+  if (values.length !== count) throw errors.inputElementCountMismatch(input.name, context.model, count, values.length)
+  return { ...tensor, data: bytesTensorFromJson(input.name, values) }
+}
+
+/** Reads one input, already matched to the model's `spec`, whose source `readJsonData` checked:
+ * `jsonValues` are its JSON `data` as read there, undefined for an input sent as bytes. */
+export function readInput (input: InferInputWire, spec: TensorSpec, context: InputContext, jsonValues: unknown[] | undefined): Tensor {
+  if (jsonValues !== undefined) return fromJson(input, spec, jsonValues, context)
   const parameters = new Parameters(input.name, input.parameters)
-  switch (sourceOf(input, parameters)) {
-    case 'data':
-      return fromJson(input, spec, context)
-    case 'binary_data_size': {
-      const byteSize = parameters.unsigned('binary_data_size') as number
-      return fromBytes(input, spec, context.binary.take(input.name, byteSize), context)
-    }
-    case 'shared_memory_region':
-      return fromBytes(input, spec, sharedMemoryBytes(input, parameters, context), context)
-  }
+  if (!parameters.has('binary_data_size')) return fromBytes(input, spec, sharedMemoryBytes(input, parameters, context), context)
+  const byteSize = parameters.unsigned('binary_data_size') as number
+  return fromBytes(input, spec, context.binary.take(input.name, byteSize), context)
 }

@@ -3,7 +3,7 @@
  * JSON), the storage a model writes it into, and the response that lists them.
  */
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
-import type { BytesElements, InferLimits, InferRequestWire, ModelSignature, TensorData, TensorSpec } from '../../types/kserve'
+import type { BytesElements, InferLimits, InferOutputRequestWire, InferRequestWire, ModelSignature, TensorData, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
 import { jsonOfBytesTensor, serializedSize, writeBytesTensor } from './bytes-tensor'
 import {
@@ -34,6 +34,8 @@ export interface ProducedOutput {
 
 type Acquire = (region: string, offset: number, byteSize: number) => Lease
 
+/** `binaryByDefault`: how an output the request does not list is sent (a listed one is JSON
+ * unless it says `binary_data: true`). */
 function planOutput (name: string, parameterValues: Parameters, model: ModelSignature, binaryByDefault: boolean,
   acquire: Acquire, inputLeases: Lease[]): OutputPlan {
   const spec = model.outputs.find((output) => output.name === name)
@@ -49,22 +51,25 @@ function planOutput (name: string, parameterValues: Parameters, model: ModelSign
 }
 
 /** The outputs a request asks for (all of the model's when it names none, as `"outputs": []` does
- * for Triton too), in the order asked. `inputLeases` are the shared memory the inputs are read from. */
+ * for Triton too), in the order asked. `inputLeases` are the shared memory the inputs are read from.
+ * As Triton's, `binary_data_output` applies to the outputs the request does not list: a listed one
+ * says `binary_data: true` itself, or is JSON. */
 export function planOutputs (request: InferRequestWire, model: ModelSignature, registry: SystemSharedMemoryRegistry,
   hold: (lease: Lease) => void, inputLeases: Lease[]): Map<string, OutputPlan> {
+  const listed = request.outputs !== undefined && request.outputs.length > 0
   const binaryByDefault = new Parameters('request', request.parameters).boolean('binary_data_output') ?? false
   const acquire: Acquire = (region, offset, byteSize) => {
     const lease = registry.acquire(region, offset, byteSize)
     hold(lease)
     return lease
   }
-  const requested = request.outputs !== undefined && request.outputs.length > 0
-    ? request.outputs
+  const requested = listed
+    ? request.outputs as InferOutputRequestWire[]
     : model.outputs.map(({ name }) => ({ name, parameters: undefined }))
   const plans = new Map<string, OutputPlan>()
   for (const { name, parameters } of requested) {
     if (plans.has(name)) throw errors.duplicateOutput(name)
-    plans.set(name, planOutput(name, new Parameters(name, parameters), model, binaryByDefault, acquire, inputLeases))
+    plans.set(name, planOutput(name, new Parameters(name, parameters), model, !listed && binaryByDefault, acquire, inputLeases))
   }
   return plans
 }

@@ -60,3 +60,28 @@ export function rawRequest (port: number, method: string, path: string, headers:
     request.end(body)
   })
 }
+
+/** An answer read whole, as `app.inject` gives one: what `assertError` and `parseInferResponse` read. */
+export type SocketResponse = LightMyRequestResponse
+
+/**
+ * POSTs `body` over a socket to 127.0.0.1 with exactly these headers: one buffer with its
+ * Content-Length, or several sent as they are, chunked (no Content-Length).
+ */
+export function postBytes (port: number, path: string, headers: Record<string, string>, body: Buffer | Buffer[]): Promise<SocketResponse> {
+  return new Promise((resolve, reject) => {
+    const pieces = Buffer.isBuffer(body) ? [body] : body
+    const sent = Buffer.isBuffer(body) ? { ...headers, 'content-length': String(body.length) } : headers
+    const request = http.request({ host: '127.0.0.1', port, method: 'POST', path, headers: sent }, (response) => {
+      const chunks: Buffer[] = []
+      response.on('data', (chunk: Buffer) => chunks.push(chunk))
+      response.on('end', () => {
+        const rawPayload = Buffer.concat(chunks)
+        resolve({ statusCode: response.statusCode, headers: response.headers, rawPayload, body: rawPayload.toString() } as unknown as SocketResponse)
+      })
+    })
+    request.on('error', reject)
+    for (const piece of pieces) request.write(piece)
+    request.end()
+  })
+}

@@ -8,7 +8,9 @@ import Fastify, {
   type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, type LightMyRequestResponse
 } from 'fastify'
 import type { Test } from 'tap'
-import fastifyTritonShm, { httpStatusOf, type InferRequest, inferResponse, readInferRequest, SharedMemoryObject, useInferBodyParser } from '../../lib/index'
+import fastifyTritonShm, {
+  httpStatusOf, type InferBodyOptions, type InferRequest, inferResponse, readInferRequest, SharedMemoryObject, useInferBodyParser
+} from '../../lib/index'
 import type { Datatype, InferLimits, InferResponseWire, ModelSignature, TensorData, TensorParameters } from '../../types'
 import { register } from './http'
 import { objectPath, uniqueKey, unlinkOnTeardown } from './shm'
@@ -22,6 +24,8 @@ export interface TestModel {
 export interface InferAppOptions {
   /** Leave Fastify's own JSON parser in place instead of `useInferBodyParser` (JSON bodies only). */
   fastifyJsonParser?: boolean
+  /** Options of `useInferBodyParser`. */
+  bodyParser?: InferBodyOptions
   /** Runs in the handler before the infer request is read (a host's auth, a queue...). */
   beforeRead?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
   /** What one request may cost (`readInferRequest`'s `limits`). */
@@ -48,7 +52,7 @@ export async function buildInferApp (t: Test, models: TestModel[], options: Infe
   const byName = new Map(models.map((model) => [model.signature.name, model]))
   const seen: InferRequest[] = []
   await app.register(async (inference) => {
-    if (options.fastifyJsonParser !== true) useInferBodyParser(inference)
+    if (options.fastifyJsonParser !== true) useInferBodyParser(inference, options.bodyParser)
     inference.post<{ Params: { model: string } }>('/v2/models/:model/infer', async (request, reply) => {
       const model = byName.get(request.params.model)
       if (model === undefined) return reply.code(404).send({ error: `unknown model '${request.params.model}'` })
