@@ -126,7 +126,7 @@ export class InferRequest {
       this.sequenceFlags = sequence ?? sequenceFlagsOfJson(body.parameters)
       checkInputNames(body, model)
       checkBatch(body, model)
-      const context = { model: model.name, registry, binary, limits: this.limits, hold }
+      const context = { model: model.name, registry, binary, limits: this.limits, hold, charge: (bytes: number) => reservation?.charge(bytes) }
       this.inputs = body.inputs.map((input) => readInput(input, specOfInput(model, input.name, input.datatype, input.shape), context))
       binary.finish()
       this.#plans = planOutputs(body, model, registry, hold, [...this.#leases])
