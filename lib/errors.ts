@@ -478,6 +478,13 @@ export const unusablePeerDependency = setup('ERR_SHM_UNUSABLE_PEER_DEPENDENCY', 
 export const storeOpenFailed = setup('ERR_SHM_STORE_OPEN_FAILED', (path: string, message: string) =>
   `fastify-triton-shm: cannot open the shared registry store '${path}': ${message}`)
 
+/** A Unix domain socket's path holds at most 107 bytes: the store's path must leave room for its
+ * processes' sockets beside it. */
+export const channelPathTooLong = setup('ERR_SHM_CHANNEL_PATH_TOO_LONG', (socketPath: string, most: number) =>
+  'fastify-triton-shm: the processes of a service that shares a registry and serves models call one another on ' +
+  `sockets beside the store, and '${socketPath}' is longer than the ${most} bytes a socket's path may hold: ` +
+  'give sharedRegistry a shorter path')
+
 export const onnxRuntimeLoadFailed = setup('ERR_SHM_ONNX_RUNTIME_LOAD_FAILED', (library: string, message: string) =>
   `fastify-triton-shm/onnxruntime could not load ONNX Runtime from ${library}: ${message}`)
 

@@ -419,6 +419,8 @@ t.test('request parameters of the wrong type: Triton\'s texts, on the stream and
   }
   const long = await client.fail('ModelInfer', { ...rawSum('simple', 'p', 0), parameters: { sequence_id: { string_param: 'x'.repeat(129) } } })
   t.same([long.code, long.details], [status.UNIMPLEMENTED, 'string correlation ID cannot be longer than 128 characters'])
+  const wide = await client.fail('ModelInfer', { ...rawSum('simple', 'p', 0), parameters: { sequence_id: { string_param: 'é'.repeat(65) } } })
+  t.same([wide.code, wide.details], [status.UNIMPLEMENTED, 'string correlation ID cannot be longer than 128 characters'], '130 bytes in 65 characters')
   const served = await client.call('ModelInfer', { ...rawSum('simple', 'p', 0), parameters: { sequence_id: { string_param: 'x'.repeat(128) }, other: bool(true) } })
   t.equal(served.id, 'p', 'a 128-character id and parameters of the model\'s own are fine')
 })

@@ -183,27 +183,26 @@ t.test('hooks that fail where no request reports them are logged', async (t) => 
     table.serveWith(registry)
     return table
   })
-  asking.unload('m')
-  other.index()
+  await asking.unload('m')
   await new Promise((resolve) => setImmediate(resolve))
   t.same(logged, [{ object: { model: 'm', version: '1', reason: 'cannot unload here' }, message: 'a model version failed to unload' }])
-  await asking.load('m')
-  other.index()
-  await new Promise((resolve) => setImmediate(resolve))
+  // A hook that fails in another process fails the load, as Triton reports a failed load.
+  await t.rejects(asking.load('m'), { code: 'ERR_SHM_LOAD_FAILED', message: "load failed for model 'm': version 1 is at UNAVAILABLE state: cannot load here;" })
   t.same(logged[1], {
     object: { model: 'm', version: '1', reason: 'cannot load here' },
     message: 'a model loaded by another process of the service failed to load in this one'
   })
-  t.same(states(other), ['m/1 UNAVAILABLE (cannot load here)'], 'its copy is unavailable there')
-  t.same(states(asking), ['m/1 READY'])
+  t.same(states(other), ['m/1 UNAVAILABLE (cannot load here)'], 'unavailable there')
+  t.same(states(asking), ['m/1 UNAVAILABLE (cannot load here)'], 'and in the process that asked, where it was unloaded again')
 
-  // A process that makes no call applies the others' changes at its store's checks.
-  asking.unload('m')
+  // A change no process told the others of (its writer died before it could) is applied at their store's checks.
+  const before = logged.length
+  registries[0].modelStore().write('m', { loaded: true, reason: '' })
   let check: NodeJS.Timeout | undefined
   await bounded(new Promise<void>((resolve) => {
-    check = setInterval(() => { if (logged.length === 3) resolve() }, 5)
-  }), 'the store\'s check applying the unload').finally(() => clearInterval(check))
-  t.equal(logged[2].message, 'a model version failed to unload')
+    check = setInterval(() => { if (logged.length > before) resolve() }, 5)
+  }), 'the store\'s check applying the load').finally(() => clearInterval(check))
+  t.equal(logged[before].message, 'a model loaded by another process of the service failed to load in this one')
 })
 
 t.test('a table joining a service applies what its store holds', async (t) => {
@@ -224,16 +223,14 @@ t.test('a table joining a service applies what its store holds', async (t) => {
   t.same(states(second), ['gone/1 UNAVAILABLE (unloaded)', 'm/1 READY', 'other/1 READY'], 'an unloaded model is unloaded here too')
   await new Promise((resolve) => setImmediate(resolve))
   t.same(calls, ['first load '], 'a load without overrides is the one the host made at startup: no hook runs in a process that joins')
-  second.unload('m')
-  await first.load('m')
+  await second.unload('m')
+  t.same(states(first).filter((state) => state.startsWith('m/')), ['m/1 UNAVAILABLE (unloaded)'], 'an unload returns once no process serves the model')
   calls.length = 0
-
-  second.index()
-  await new Promise((resolve) => setImmediate(resolve))
-  t.same(calls, ['second load '], 'a load after it joined runs its hooks there')
+  await first.load('m')
+  t.same(calls.sort(), ['first load ', 'second load '], 'a load after it joined runs its hooks there, before the load returns')
+  t.same(states(second).filter((state) => state.startsWith('m/')), ['m/1 READY'], 'and the model is ready there')
   calls.length = 0
   await first.load('m', { config: '{"x":1}', files: {} })
-  second.index()
   const third = new ModelTable([hooked('third'), model('files', { load: (_version, { files }) => { calls.push(`files ${Object.keys(files)}`) } })], { repository: true })
   third.serveWith(registries[2])
   await new Promise((resolve) => setImmediate(resolve))
@@ -260,18 +257,27 @@ t.test('a request that finds another process\'s load waits for this process\'s h
   const registries = [0, 1].map(() => new Registry({ sharedRegistry: { path: store, checkIntervalMs: 1000 } }))
   t.teardown(() => registries.forEach((registry) => registry.close()))
   const loaded = deferred()
-  const [asking, serving] = [model('m', { load () {} }), model('m', { load: () => loaded.promise })].map((declaration, index) => {
+  const hookCalled = deferred()
+  const [asking, serving] = [model('m', { load () {} }), model('m', {
+    load: () => {
+      hookCalled.resolve()
+      return loaded.promise
+    }
+  })].map((declaration, index) => {
     const table = new ModelTable([declaration], { repository: true })
     table.serveWith(registries[index])
     return table
   })
-  asking.unload('m')
+  await asking.unload('m')
   t.same(states(serving), ['m/1 UNAVAILABLE (unloaded)'])
-  await asking.load('m')
+  const load = asking.load('m')
+  await hookCalled.promise
   const infer = inferrer(t)
   const answer = infer(serving, 'm')
   await new Promise((resolve) => setImmediate(resolve))
   t.same(states(serving), ['m/1 LOADING'], 'its request read the load, and waits')
   loaded.resolve()
+  await load
+  t.equal(serving.isModelReady('m'), true, 'the load returned once the other process serves the model')
   t.equal(await answer, 'ok')
 })

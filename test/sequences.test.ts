@@ -183,10 +183,13 @@ t.test('HTTP request parameters of the wrong type, as Triton\'s HTTP server read
     [{ sequence_start: 'yes' }, 400, "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"],
     [{ sequence_end: 1 }, 400, "Unable to parse 'sequence_end': attempt to access JSON non-boolean as boolean"],
     [{ triton_enable_empty_final_response: true }, 400, "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."],
-    [{ sequence_id: 'x'.repeat(129) }, 501, 'string correlation ID cannot be longer than 128 characters']
+    [{ sequence_id: 'x'.repeat(129) }, 501, 'string correlation ID cannot be longer than 128 characters'],
+    // Triton counts bytes: 65 two-byte characters are 130.
+    [{ sequence_id: 'é'.repeat(65) }, 501, 'string correlation ID cannot be longer than 128 characters']
   ]
   for (const [parameters, statusCode, message] of cases) assertError(t, await httpInfer(app, 'acc', 1, parameters), statusCode, message)
   t.equal(await httpOutput(app, 'acc', 4, { sequence_id: 'x'.repeat(128), sequence_start: true, priority: 1 }), 4, 'a 128-character id; other parameters are the model\'s')
+  t.equal(await httpOutput(app, 'acc', 5, { sequence_id: 'é'.repeat(64), sequence_start: true }), 5, '64 two-byte characters: 128 bytes')
 })
 
 t.test('a START of a sequence in progress starts it again: state dropped, what it held let go', async (t) => {
@@ -391,4 +394,37 @@ t.test('a sequence model\'s requests over the model table directly: the turn of 
   table.endSequences()
   await t.rejects(table.infer('acc', undefined, { read: read(1, { correlationId: 8n, start: false, end: false }), respond: () => 0 }),
     { code: 'ERR_SHM_SEQUENCE_NOT_STARTED' }, 'endSequences forgets every sequence')
+})
+
+t.test('a request abandoned while it waits for its turn fails at once; the requests after it still wait for those before it', async (t) => {
+  const gate = new Gate(false)
+  const ran: number[] = []
+  const table = new ModelTable([accumulator('acc', {}, { gate, onRun (infer) { ran.push(infer.input<Int32Array>('INPUT').data[0]) } })])
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(fastifyTritonShm)
+  await app.ready()
+  const registry = app.systemSharedMemory
+  const call = (value: number, start = false, beforeRun?: (infer: InferRequest) => void) => table.infer('acc', undefined, {
+    read: () => new InferRequest(httpRequest(value), Buffer.alloc(0), { registry, model: table.signature('acc'), sequence: { correlationId: 5n, start, end: false } }),
+    beforeRun,
+    respond: (infer) => infer.encode().header
+  })
+  const first = call(1, true)
+  await gate.untilHeld(1)
+  let leave!: () => void
+  const gone = call(2, false, (infer) => { leave = () => infer.abandon() })
+  const third = call(3)
+  await new Promise((resolve) => setImmediate(resolve))
+  leave()
+  await t.rejects(gone, { name: 'TritonError', kind: 'cancelled' }, 'the request whose client left while it waited failed at once')
+  // Abandoned before it even waits: at once too.
+  await t.rejects(call(5, false, (infer) => infer.abandon()), { name: 'TritonError', kind: 'cancelled' })
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(ran, [1], 'and the request after it did not run: the one before it still runs')
+  gate.open()
+  await Promise.all([first, third])
+  t.same(ran, [1, 3], 'in the order they came')
+  const stats = table.statistics('acc').model_stats[0].inference_stats
+  t.same([stats.success.count, stats.fail.count], [2, 2])
 })

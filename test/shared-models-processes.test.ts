@@ -2,9 +2,11 @@
  * A model table served with a shared registry, across real processes: the statistics of every
  * process are in every process's answer, and stay there once a process dies; the pending gauge
  * counts live processes only; a load or unload in one process is seen by all, each running its
- * own hooks, an unload's only once that process's requests in flight have ended.
+ * own hooks, an unload's only once that process's requests in flight have ended; statistics read
+ * while another process counts are never of half a request.
  */
 import t from 'tap'
+import { ModelTable, Registry } from '../lib/index'
 import type { ModelStatisticsResponse, RepositoryIndexEntry } from '../types'
 import { type ModelPeer, startModelPeer } from './helpers/model-peer'
 import { storePath } from './helpers/registry-peer'
@@ -16,6 +18,15 @@ const batches = (stats: ModelStatisticsResponse) =>
   stats.model_stats[0].batch_stats.map(({ batch_size: size, compute_infer: { count } }) => `${size} x ${count}`)
 const stateOf = (index: RepositoryIndexEntry[], name: string) =>
   index.filter((entry) => entry.name === name).map(({ version, state, reason }) => `${version} ${state}${reason === undefined ? '' : ` (${reason})`}`)
+
+function isRunning (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
 
 async function statsOfAll (peers: ModelPeer[], command: object): Promise<ModelStatisticsResponse[]> {
   return Promise.all(peers.map((peer) => peer.call<ModelStatisticsResponse>(command)))
@@ -104,11 +115,15 @@ t.test('a load or an unload in one process is seen by every process, which runs 
   t.same(await everywhere('add'), Array(2).fill(['1 UNAVAILABLE (version 1 would not load)', '2 UNAVAILABLE (version 1 would not load)']))
   t.same(await b.call({ op: 'ready' }).then((ready) => (ready as { server: boolean }).server), false, 'a model that failed to load: the server is not ready')
 
-  // A load whose hook fails in another process: that process's copy is unavailable (and logged).
-  await b.call({ op: 'load', model: 'add' })
-  t.same(await everywhere('add'), [['1 UNAVAILABLE (version 1 would not load)', '2 UNAVAILABLE (version 2 would not load)'], ['1 READY', '2 READY']],
-    'b serves it, a could not load its own copy')
-  t.same(await b.call({ op: 'infer', model: 'add', batch: 1, count: 1 }), ['ok'])
+  // A load whose hook fails in another process fails too, as Triton reports a failed load.
+  await t.rejects(b.call({ op: 'load', model: 'add' }), {
+    kind: 'invalid',
+    code: 'ERR_SHM_LOAD_FAILED',
+    message: "load failed for model 'add': version 1 is at UNAVAILABLE state: version 1 would not load;"
+  }, 'b\'s load fails: a could not load its own copy')
+  t.same(await everywhere('add'), Array(2).fill(['1 UNAVAILABLE (version 1 would not load)', '2 UNAVAILABLE (version 1 would not load)']),
+    'unavailable in every process, b\'s copy unloaded again')
+  t.same(await b.call({ op: 'infer', model: 'add', batch: 1, count: 1 }), ["Request for unknown model: 'add' has no available versions"])
   await a.call({ op: 'failLoads', on: false })
   await a.call({ op: 'load', model: 'add' })
   t.same(await everywhere('add'), Array(2).fill(['1 READY', '2 READY']), 'loaded again from a: everywhere')
@@ -127,4 +142,32 @@ t.test('an unload waits, in each process, for that process\'s requests in flight
   t.same(await b.call({ op: 'hooks' }), ['unload gated 1'])
   await b.call({ op: 'load', model: 'gated' })
   t.same(successes(await a.call<ModelStatisticsResponse>({ op: 'stats', model: 'gated' })), ['1: 1'], 'it counted, in b, as a success')
+})
+
+t.test('statistics read while another process counts agree with themselves: every execution in batch_stats, and only those', async (t) => {
+  const store = storePath(t)
+  const writer = await startModelPeer(t, store)
+  const registry = new Registry({ sharedRegistry: { path: store } })
+  t.teardown(() => registry.close())
+  const reader = new ModelTable([{ name: 'add', versions: ['1', '2'], maxBatchSize: 8, inputs: [], outputs: [], run () {} }])
+  reader.serveWith(registry)
+  const REQUESTS = 2000
+  const writing = writer.call<string[]>({ op: 'infer', model: 'add', batch: 2, count: REQUESTS })
+  // Read as fast as this process can, for as long as the other one counts (its counts are the end):
+  // each answer must be of a moment between two of its requests.
+  let reads = 0
+  let seen = 0
+  const torn: string[] = []
+  const seenCounts = new Set<number>()
+  while (seen < REQUESTS) {
+    const [stats] = reader.statistics('add', '2').model_stats
+    seen = stats.execution_count
+    seenCounts.add(seen)
+    const batched = stats.batch_stats.reduce((sum, batch) => sum + batch.compute_infer.count, 0)
+    if (batched !== seen || stats.inference_count !== 2 * seen) torn.push(`${seen} executions, ${batched} in batch_stats, ${stats.inference_count} inferences`)
+    // The writer's death would end the run: looked for now and then, never waited for.
+    if (++reads % 1000 === 0 && !isRunning(writer.pid)) break
+  }
+  t.same((await writing).filter((outcome) => outcome !== 'ok'), [], 'the other process served every request')
+  t.same(torn, [], `no answer showed half of a request (${reads} reads saw ${seenCounts.size} counts)`)
 })

@@ -8,7 +8,7 @@ import { readFileSync, truncateSync, writeFileSync } from 'node:fs'
 import t, { type Test } from 'tap'
 import { InferRequest, type ModelDeclaration, ModelTable, Registry, TritonError } from '../lib/index'
 import { MemoryModelStore } from '../lib/store/model-store'
-import { BATCH_SLOTS, BYTE_SIZE, MODEL_SLOTS, SAMPLE_SLOTS, StatisticsTable } from '../lib/store/statistics-table'
+import { BATCH_SLOTS, BYTE_SIZE, CELL, changeBlock, MODEL_SLOTS, readBlock, SAMPLE_SLOTS, StatisticsTable } from '../lib/store/statistics-table'
 import type { InferRequestWire, ModelSignature } from '../types'
 import { storePath } from './helpers/registry-peer'
 import { bounded } from './helpers/sync'
@@ -241,4 +241,15 @@ t.test('a store damaged under the processes: requests are served from what was r
   t.same(table.index(), [{ name: 'm', version: '1', state: 'READY' }])
   t.equal(table.metricVersions()[0].totals().pending, 0, 'the gauge, of this process alone')
   t.throws(() => table.unload('m'), { code: 'ERR_SHM_STORE_FAILED' }, 'a change cannot be made')
+})
+
+t.test('a block whose writer died in the middle of a change is read as it is, after a bounded number of tries', async (t) => {
+  const { own } = new MemoryModelStore().cells('m', '1')
+  changeBlock(own, () => { own[CELL.executionCount] = 3 })
+  t.equal(own[CELL.writes] % 2, 0, 'a change is marked before and after')
+  t.equal(readBlock(own)[CELL.executionCount], 3)
+  // What a writer leaves when it dies between the two marks.
+  own[CELL.writes]++
+  own[CELL.executionCount]++
+  t.equal(readBlock(own)[CELL.executionCount], 4, 'never waited for')
 })

@@ -58,12 +58,12 @@ export function repositoryHandlers (models: ModelTable, log?: ErrorLogger): Unty
       await models.load(name, loadOverrides(parameters))
       return {}
     }, log),
-    RepositoryModelUnload: unaryAsync(({ repository_name: repositoryName, model_name: name, parameters }: RepositoryModelUnloadRequest) => {
+    RepositoryModelUnload: unaryAsync(async ({ repository_name: repositoryName, model_name: name, parameters }: RepositoryModelUnloadRequest) => {
       checkRepositoryName(repositoryName)
       const unloadDependents = parameters.unload_dependents
       // No model here has dependents: the parameter is checked, and changes nothing.
       if (unloadDependents !== undefined && unloadDependents.parameter_choice !== 'bool_param') throw errors.invalidUnloadDependents('bool_param')
-      models.unload(name)
+      await models.unload(name)
       return {}
     }, log)
   }

@@ -87,7 +87,7 @@ export async function repositoryRoutes (app: FastifyInstance, { models, bodyLimi
     const unloadDependents = isObject(parameters) ? parameters.unload_dependents : undefined
     // No model here has dependents: the parameter is checked, and changes nothing.
     if (unloadDependents !== undefined && typeof unloadDependents !== 'boolean') throw errors.invalidUnloadDependents('a boolean')
-    models.unload(request.params.model)
+    await models.unload(request.params.model)
     return done(reply)
   })
 }

@@ -104,12 +104,19 @@ export class InferRequest {
   #responseReservation?: InFlightReservation
   #sender?: ResponseSender
   #finalSent = false
+  /** The request as its transport read it, and the bytes its inputs took from it, in order: what
+   * another process needs to run it (`forwardable`). */
+  readonly #wire: InferRequestWire
+  readonly #inputBytes: Uint8Array[] = []
+  /** A response another process made for it (`answerWith`). */
+  #answer?: EncodedResponse
 
   /** `bytes` gives the bytes of the inputs that declare them (`binary_data_size`), in order: a
    * binary body's section after its JSON, or another transport's own source. */
   constructor (body: InferRequestWire, bytes: Buffer | InputBytes,
     { registry, model, modelVersion, limits, sequence, reservation, outputCopies = 0 }: ReadInferRequestOptions) {
     const binary = Buffer.isBuffer(bytes) ? new BinaryCursor(bytes) : bytes
+    this.#wire = body
     this.id = body.id
     this.model = model
     this.modelVersion = modelVersion
@@ -126,7 +133,18 @@ export class InferRequest {
       this.sequenceFlags = sequence ?? sequenceFlagsOfJson(body.parameters)
       checkInputNames(body, model)
       checkBatch(body, model)
-      const context = { model: model.name, registry, binary, limits: this.limits, hold, charge: (bytes: number) => reservation?.charge(bytes) }
+      const taken = this.#inputBytes
+      const recorded: InputBytes = {
+        byteLength: binary.byteLength,
+        take: (input, byteSize) => {
+          const inputBytes = binary.take(input, byteSize)
+          taken.push(inputBytes)
+          return inputBytes
+        },
+        finish: () => binary.finish()
+      }
+      const charge = (bytes: number) => reservation?.charge(bytes)
+      const context = { model: model.name, registry, binary: recorded, limits: this.limits, hold, charge }
       this.inputs = body.inputs.map((input) => readInput(input, specOfInput(model, input.name, input.datatype, input.shape), context))
       binary.finish()
       this.#plans = planOutputs(body, model, registry, hold, [...this.#leases])
@@ -169,8 +187,28 @@ export class InferRequest {
    * their regions: what each transport sends. A transport ends the request's leases once it has
    * it (`release()`): the response holds no byte of shared memory. */
   encode (): EncodedResponse {
+    if (this.#answer !== undefined) return this.#answer
     const head = { id: this.id, model_name: this.model.name, model_version: this.modelVersion }
     return encodeResponse(head, this.#plans, this.#produced, this.#budgets)
+  }
+
+  /** The request as its transport read it (its inputs in shared memory name their regions), and
+   * the bytes of its other inputs, in order: what another process of the service needs to run it
+   * (the one that owns its sequence). */
+  get forwardable (): { wire: InferRequestWire, inputBytes: Uint8Array[] } {
+    return { wire: this.#wire, inputBytes: this.#inputBytes }
+  }
+
+  /**
+   * Answers with a response another process made for this request (the one that owns its
+   * sequence ran it, and wrote its shared memory outputs into the regions both processes map):
+   * `encode()` gives it from now on. The bytes it carries are charged as binary outputs are; those
+   * of a decoupled model's earlier response are given back, as `send()` gives them back.
+   */
+  answerWith (response: EncodedResponse): void {
+    if (this.#answer !== undefined) this.#budgets = this.#nextBudgets()
+    this.#budgets.hold(response.binary.reduce((total, part) => total + part.byteLength, 0))
+    this.#answer = response
   }
 
   /**

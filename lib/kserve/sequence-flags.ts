@@ -8,14 +8,14 @@ import type { TensorParameters } from '../../types/kserve'
 import type { SequenceFlags } from '../../types/sequences'
 import * as errors from '../errors'
 
-/** Triton's longest string correlation id. */
-export const MAX_CORRELATION_ID_LENGTH = 128
+/** Triton's longest string correlation id, in bytes (its UTF-8, as Triton's strings are). */
+export const MAX_CORRELATION_ID_BYTES = 128
 
 export const NO_SEQUENCE: Readonly<SequenceFlags> = Object.freeze({ start: false, end: false })
 
 /** A correlation id as Triton keeps one: 0 and `""` mean none. */
 export function correlationIdOf (value: bigint | string): bigint | string | undefined {
-  if (typeof value === 'string' && value.length > MAX_CORRELATION_ID_LENGTH) throw errors.correlationIdTooLong()
+  if (typeof value === 'string' && Buffer.byteLength(value) > MAX_CORRELATION_ID_BYTES) throw errors.correlationIdTooLong()
   return value === 0n || value === '' ? undefined : value
 }
 

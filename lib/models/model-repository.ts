@@ -12,6 +12,7 @@
 import type { ModelLoadOverrides, ModelState, RepositoryIndexEntry } from '../../types/models'
 import * as errors from '../errors'
 import type { ModelRecord, ModelStore } from '../store/model-store'
+import type { IncomingCall } from '../store/process-channel'
 import type { ModelDeclaration } from './declaration'
 
 export interface ModelRepositoryOptions {
@@ -54,11 +55,25 @@ interface AppliedRecord {
   reason: string
   /** The model's hooks, one after the other. */
   tasks: Promise<void>
+  /** How the last record applied went here: settled once this process serves what it says (a
+   * load: once its hooks ran), with the failure of a hook. */
+  outcome: Promise<HookFailure | undefined>
 }
 
 /** A hook that threw: its version, and its message (the reason Triton records). */
 class HookFailure {
   constructor (readonly version: string, readonly reason: string) {}
+}
+
+/** What a process asks the others after it recorded a load or an unload: to apply it, and say how it went. */
+export interface ApplyCall {
+  kind: 'apply'
+  model: string
+}
+
+/** The answer to an `ApplyCall`: the failure of a load hook there, if one failed. */
+interface Applied {
+  failure?: { version: string, reason: string }
 }
 
 const reasonOf = (error: unknown) => error instanceof Error ? error.message : String(error)
@@ -104,7 +119,7 @@ export class ModelRepository {
 
   #state (name: string): AppliedRecord {
     let state = this.#states.get(name)
-    if (state === undefined) this.#states.set(name, state = { loaded: true, generation: 0, reason: '', tasks: Promise.resolve() })
+    if (state === undefined) this.#states.set(name, state = { loaded: true, generation: 0, reason: '', tasks: Promise.resolve(), outcome: SERVED })
     return state
   }
 
@@ -123,17 +138,19 @@ export class ModelRepository {
     if (!record.loaded) {
       if (!state.loaded && state.reason === record.reason) return
       const wasLoaded = state.loaded
-      Object.assign(state, { loaded: false, reason: record.reason })
+      // Refused from now on: served by no version here.
+      Object.assign(state, { loaded: false, reason: record.reason, outcome: SERVED })
       for (const version of versions) Object.assign(version, { loaded: false, loading: false, reason: record.reason })
       if (wasLoaded) this.#unloadHere(record.name, versions)
       return
     }
     if (state.loaded && state.generation === record.generation) return
-    Object.assign(state, { loaded: true, generation: record.generation, reason: '' })
-    this.#loadHere(record.name, versions, record.overrides ?? { files: {} }).catch((failure: HookFailure) => {
+    const outcome = this.#loadHere(record.name, versions, record.overrides ?? { files: {} }).then(() => undefined, (failure: HookFailure) => {
       this.#log?.error({ model: record.name, version: failure.version, reason: failure.reason },
         'a model loaded by another process of the service failed to load in this one')
+      return failure
     })
+    Object.assign(state, { loaded: true, generation: record.generation, reason: '', outcome })
   }
 
   /** Runs the versions' load hooks here; versions without one are loaded at once. Rejects with
@@ -220,10 +237,11 @@ export class ModelRepository {
 
   /**
    * Loads (or reloads) every version of a declared model, in every process of the service: here
-   * first (its `load` hooks, awaited), then recorded for the others. An unknown model is Triton's
-   * INTERNAL `failed to load '<m>', failed to poll from model repository`; overrides are refused
-   * unless allowed; a hook that throws fails the load (`load failed for model ...`) and leaves
-   * the model unavailable everywhere, with the hook's message as its reason.
+   * first (its `load` hooks, awaited), then recorded for the others, and resolves once each of
+   * them serves it too (its hooks ran). An unknown model is Triton's INTERNAL `failed to load
+   * '<m>', failed to poll from model repository`; overrides are refused unless allowed; a hook that
+   * throws, in any process, fails the load (`load failed for model ...`) and leaves the model
+   * unavailable everywhere, with the hook's message as its reason.
    */
   async load (name: string, overrides: ModelLoadOverrides = { files: {} }): Promise<void> {
     this.sync()
@@ -238,28 +256,60 @@ export class ModelRepository {
       throw errors.loadOverridesRefused(name, `model '${name}' has no load hook to take a configuration or files`)
     }
     const state = this.#state(name)
+    let failure: HookFailure | undefined
     try {
       await this.#loadHere(name, versions, overrides)
-    } catch (failure) {
-      const { version, reason } = failure as HookFailure
-      // Versions loaded by this attempt are unloaded with the others.
-      state.loaded = true
-      this.#apply(this.#store.write(name, { loaded: false, reason }))
-      throw errors.loadFailed(name, version, reason)
+      const record = this.#store.write(name, { loaded: true, reason: '', ...(overriding && { overrides }) })
+      Object.assign(state, { loaded: true, generation: record.generation, reason: '', outcome: SERVED })
+      failure = await this.#appliedEverywhere(name)
+    } catch (error) {
+      if (!(error instanceof HookFailure)) throw error
+      failure = error
     }
-    const record = this.#store.write(name, { loaded: true, reason: '', ...(overriding && { overrides }) })
-    Object.assign(state, { loaded: true, generation: record.generation, reason: '' })
+    if (failure === undefined) return
+    // Versions loaded by this attempt are unloaded with the others, in every process.
+    state.loaded = true
+    this.#apply(this.#store.write(name, { loaded: false, reason: failure.reason }))
+    await this.#appliedEverywhere(name)
+    throw errors.loadFailed(name, failure.version, failure.reason)
   }
 
   /** Unloads every version of a model, in every process of the service: requests for it are
-   * refused at once; each process runs its `unload` hooks once its requests in flight end. An
-   * unknown model is a success, as in Triton. */
-  unload (name: string): void {
+   * refused at once, and it resolves once no process serves it; each process runs its `unload`
+   * hooks once its requests in flight end. An unknown model is a success, as in Triton. */
+  async unload (name: string): Promise<void> {
     this.sync()
     if (this.#versionsOf(name) === undefined) return
     this.#apply(this.#store.write(name, { loaded: false, reason: UNLOADED }))
+    await this.#appliedEverywhere(name)
+  }
+
+  /** Has every other process of the service apply what the store now says of `name` (they would
+   * at their next request or check), and resolves once each has: with the first failure of a load
+   * hook among them. A process that is gone, or serves no model table, is not waited for. */
+  async #appliedEverywhere (name: string): Promise<HookFailure | undefined> {
+    const peers = this.#store.peers
+    if (peers === undefined) return undefined
+    const call: ApplyCall = { kind: 'apply', model: name }
+    const answers = await Promise.all(peers.others().map((process) =>
+      peers.call(process, { head: call, parts: [] }).then(({ head }) => (head as Applied | null)?.failure, () => undefined)))
+    const failure = answers.find((answer) => answer !== undefined)
+    return failure === undefined ? undefined : new HookFailure(failure.version, failure.reason)
+  }
+
+  /** Answers another process's `ApplyCall`: applies the store's records, and says once this
+   * process serves what they say of the model (a load: its hooks ran), or how its hook failed. */
+  async answerApply (call: IncomingCall): Promise<void> {
+    const { model } = call.head as ApplyCall
+    this.sync()
+    const failure = await (this.#states.get(model)?.outcome ?? SERVED)
+    const applied: Applied = failure === undefined ? {} : { failure: { version: failure.version, reason: failure.reason } }
+    call.end({ head: applied, parts: [] })
   }
 }
+
+/** The outcome of a record applied at once. */
+const SERVED: Promise<HookFailure | undefined> = Promise.resolve(undefined)
 
 function stateOf (version: VersionState): { state: ModelState, reason?: string } {
   if (serving(version)) return { state: 'READY' }

@@ -11,13 +11,18 @@ import type {
   ModelConfigResponse, ModelLoadOverrides, ModelMetadataResponse, ModelStatisticsResponse, RepositoryIndexEntry
 } from '../../types/models'
 import * as errors from '../errors'
-import type { InferRequest } from '../kserve/infer-request'
+import { InferRequest } from '../kserve/infer-request'
+import type { EncodedResponse } from '../kserve/output-tensors'
 import { Registry } from '../registry/registry'
-import { MemoryModelStore } from '../store/model-store'
+import { MemoryModelStore, type ServicePeers } from '../store/model-store'
+import type { IncomingCall } from '../store/process-channel'
 import { checkDeclaration, DEFAULT_VERSIONS, type ModelDeclaration } from './declaration'
 import { modelConfig, modelMetadata } from './model-config'
-import { ModelRepository, serving, type VersionState } from './model-repository'
-import { SequenceBatcher, type SequenceTurn } from './sequences'
+import { type ApplyCall, ModelRepository, type RepositoryLogger, serving, type VersionState } from './model-repository'
+import {
+  failureOf, type ForwardedRequest, forwardedInputBytes, ranNowhere, responseMessage, runAtOwner, sequenceFlagsOf
+} from './sequence-forwarding'
+import { type SequenceDirectory, SequenceBatcher, type SequenceTurn } from './sequences'
 import { type FailureReason, InferenceStatistics, type StatisticsTotals } from './statistics'
 import { checkTableOptions, type ModelTableOptions } from './table-options'
 
@@ -106,8 +111,11 @@ export class ModelTable {
   readonly #repository: ModelRepository
   readonly #servesRepository: boolean
   readonly #processStatistics: boolean
+  readonly #log: RepositoryLogger | undefined
   /** The shared registry whose store holds this table's statistics and repository state. */
   #registry: Registry | undefined
+  /** The other processes of its service, which own some sequences and run their requests. */
+  #peers: ServicePeers | undefined
 
   /**
    * Checks every declaration (an `ERR_SHM_INVALID_MODEL_DECLARATION` TypeError names the model and
@@ -138,6 +146,7 @@ export class ModelTable {
     const { repository = false, processStatistics = false, log } = checkTableOptions(options)
     this.#servesRepository = repository !== false
     this.#processStatistics = processStatistics
+    this.#log = log
     this.#repository = new ModelRepository(store, (name) => this.#models.get(name), () => this.names,
       typeof repository === 'object' ? repository : {}, log)
   }
@@ -148,10 +157,11 @@ export class ModelTable {
   }
 
   /**
-   * Shares this table's statistics and repository state with every process of `registry`'s
-   * service, when it is a shared registry (`sharedRegistry`); the faces call it for the registry
-   * they serve. Counts made before are added to the shared ones. A table serves one shared
-   * registry: another one throws `ERR_SHM_MODEL_TABLE_SHARED`.
+   * Shares this table's statistics, repository state and sequences with every process of
+   * `registry`'s service, when it is a shared registry (`sharedRegistry`); the faces call it for
+   * the registry they serve. Counts made before are added to the shared ones. A sequence belongs
+   * to the process that started it: a request of it that reaches another process runs there. A
+   * table serves one shared registry: another one throws `ERR_SHM_MODEL_TABLE_SHARED`.
    */
   serveWith (registry: SystemSharedMemoryRegistry): void {
     if (!(registry instanceof Registry) || registry === this.#registry) return
@@ -162,6 +172,12 @@ export class ModelTable {
     if (!this.#processStatistics) {
       for (const [name, versions] of this.#models) for (const entry of versions) entry.statistics.moveTo(store.cells(name, entry.version))
     }
+    const peers = store.peers as ServicePeers
+    this.#peers = peers
+    for (const [name, versions] of this.#models) {
+      for (const { version, sequences } of versions) sequences?.shareWith(sequenceDirectory(peers, name, version))
+    }
+    peers.serve((call) => this.#answer(call))
     this.#repository.attach(store)
   }
 
@@ -268,15 +284,16 @@ export class ModelTable {
     return this.#repository.index(readyOnly)
   }
 
-  /** Loads (or reloads) every version of a declared model, in every process of the service (see
-   * `ModelRepository.load`: its hooks, overrides and errors). */
+  /** Loads (or reloads) every version of a declared model, in every process of the service, and
+   * resolves once each serves it (see `ModelRepository.load`: its hooks, overrides and errors). */
   load (name: string, overrides?: ModelLoadOverrides): Promise<void> {
     return this.#repository.load(name, overrides)
   }
 
-  /** Unloads every version of a model, in every process of the service; an unknown one is a success. */
-  unload (name: string): void {
-    this.#repository.unload(name)
+  /** Unloads every version of a model, in every process of the service (resolves once none serves
+   * it); an unknown one is a success. */
+  unload (name: string): Promise<void> {
+    return this.#repository.unload(name)
   }
 
   /** Every loaded version of every model, by name then version, with its statistics: what
@@ -324,6 +341,11 @@ export class ModelTable {
    * holds is let go, and later requests must start their sequences again. */
   endSequences (): void {
     for (const versions of this.#models.values()) for (const { sequences } of versions) sequences?.endAll()
+    try {
+      this.#peers?.dropSequences()
+    } catch {
+      // The store failed: the records name this process, which its peers see die or not own them.
+    }
   }
 
   /** The version a request runs on. A model loading in this process (its hook runs, for a load
@@ -335,7 +357,8 @@ export class ModelTable {
     return this.#resolve(name, version)
   }
 
-  async #run<Result> (model: ModelVersion, call: InferCall<Result>, stream?: StreamCall<Result>): Promise<Result | undefined> {
+  /** `here`: the request was handed over by another process, as this one owns its sequence. */
+  async #run<Result> (model: ModelVersion, call: InferCall<Result>, stream?: StreamCall<Result>, here = false): Promise<Result | undefined> {
     const start = performance.now()
     const { statistics } = model
     model.inFlight++
@@ -344,14 +367,23 @@ export class ModelTable {
     let turn: SequenceTurn | undefined
     let pending = true
     let running = false
+    let forwarded = false
     let result: Result | undefined
     try {
       infer = call.read(model.signature, model.version)
       const read = performance.now()
       // At once, so a stream's requests of one sequence are queued in the order they were read.
-      turn = model.sequences?.admit(infer, batchSizeOf(model, infer))
+      const place = model.sequences?.route(infer, batchSizeOf(model, infer), here)
+      if (place?.owner !== undefined) {
+        // Counted by the process that runs it; here, only if it cannot.
+        forwarded = true
+        pending = false
+        statistics.running()
+        return await this.#forward(model, infer, place.owner, call, stream)
+      }
+      turn = place?.turn
       await call.beforeRun?.(infer)
-      if (turn !== undefined) await turn.ready
+      if (turn !== undefined) await untilTurn(turn, infer.signal)
       infer.signal.throwIfAborted()
       const sending = infer
       if (stream !== undefined) sending.sendResponsesTo((final) => stream.send(call.respond(sending), final))
@@ -371,7 +403,7 @@ export class ModelTable {
       else if (!finalSent) await stream.send(undefined, true)
       statistics.succeeded({ start, read, runStart, ran, end: performance.now() }, batchSizeOf(model, infer))
     } catch (error) {
-      statistics.failed(start, failureReason(error, infer?.signal, running), pending)
+      if (!forwarded || ranNowhere(error)) statistics.failed(start, failureReason(error, infer?.signal, running), pending)
       throw error
     } finally {
       turn?.done()
@@ -382,5 +414,90 @@ export class ModelTable {
       }
     }
     return result
+  }
+
+  /** Runs a request in the process that owns its sequence, and answers what it sends back. */
+  async #forward<Result> (model: ModelVersion, infer: InferRequest, owner: number, call: InferCall<Result>,
+    stream?: StreamCall<Result>): Promise<Result | undefined> {
+    await call.beforeRun?.(infer)
+    let result: Result | undefined
+    await runAtOwner(this.#peers as ServicePeers, owner, model.declaration.name, model.version, infer, async (answered, final) => {
+      if (stream === undefined) result = call.respond(infer)
+      else await stream.send(answered ? call.respond(infer) : undefined, final)
+    })
+    return result
+  }
+
+  /** Takes a call of another process of the service about a model of this table: a request of a
+   * sequence this process owns, or a load or unload to apply before that process answers. */
+  #answer (call: IncomingCall): boolean {
+    const head = call.head as ForwardedRequest | ApplyCall
+    if (!this.#models.has(head.model)) return false
+    const answering = head.kind === 'apply' ? this.#repository.answerApply(call) : this.#runForwarded(head, call)
+    answering.catch((error: unknown) => {
+      const failure = failureOf(error)
+      if (failure.statusCode === 500) this.#log?.error({ err: error }, 'a request handed over by another process of the service failed')
+      call.fail(failure)
+    })
+    return true
+  }
+
+  /** Runs a request another process handed over, as this one owns its sequence; each response
+   * goes back as the call's replies (a decoupled model's: each once the other process took it). */
+  async #runForwarded (request: ForwardedRequest, call: IncomingCall): Promise<void> {
+    const registry = this.#registry as Registry
+    const reservation = registry.inFlight.open()
+    let infer: InferRequest | undefined
+    try {
+      reservation.charge(call.parts.reduce((total, part) => total + part.byteLength, 0))
+      const model = await this.#serving(request.model, request.version)
+      const forwarded: StreamCall<EncodedResponse> = {
+        read: (signature, modelVersion) => {
+          infer = new InferRequest(request.request, forwardedInputBytes(call.parts),
+            { registry, model: signature, modelVersion, limits: request.limits, sequence: sequenceFlagsOf(request), reservation, outputCopies: 1 })
+          const abandoned = infer
+          if (call.signal.aborted) abandoned.abandon()
+          else call.signal.addEventListener('abort', () => abandoned.abandon(), { once: true })
+          return infer
+        },
+        respond: (read) => read.encode(),
+        send: async (response, final) => {
+          if (final) call.end(responseMessage(response))
+          else await call.reply(responseMessage(response))
+        }
+      }
+      if (model.declaration.decoupled === true) await this.#run(model, forwarded, forwarded, true)
+      else await forwarded.send(await this.#run(model, forwarded, undefined, true), true)
+    } finally {
+      infer?.release()
+      reservation.release()
+    }
+  }
+}
+
+/** Waits for a request's turn in its sequence; a request abandoned meanwhile fails at once. */
+function untilTurn ({ ready }: SequenceTurn, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const abandoned = () => reject(signal.reason)
+    if (signal.aborted) return abandoned()
+    signal.addEventListener('abort', abandoned, { once: true })
+    ready.finally(() => signal.removeEventListener('abort', abandoned)).then(resolve, reject)
+  })
+}
+
+/** The directory of a model version's sequences among the processes of its service. A record
+ * that cannot be dropped (the store failed) names this process, which its peers find does not
+ * own it any more, or see die. */
+function sequenceDirectory (peers: ServicePeers, model: string, version: string): SequenceDirectory {
+  const key = (id: string) => ({ model, version, id })
+  return {
+    self: peers.self,
+    owner: (id) => peers.sequenceOwner(key(id)),
+    claim: (id) => peers.claimSequence(key(id)),
+    drop: (id) => {
+      try {
+        peers.dropSequence(key(id))
+      } catch {}
+    }
   }
 }

@@ -7,7 +7,7 @@
  * let go (leases a model kept with `hold(infer.retain())`).
  */
 import type { Tensor } from '../../types/kserve'
-import type { SequenceBatching, SequenceContext, SequenceControlInput } from '../../types/sequences'
+import type { SequenceBatching, SequenceContext, SequenceControlInput, SequenceFlags } from '../../types/sequences'
 import * as errors from '../errors'
 import { parseBytesTensor, serializedSize, writeBytesTensor } from '../kserve/bytes-tensor'
 import type { InferRequest } from '../kserve/infer-request'
@@ -19,6 +19,25 @@ export interface SequenceTurn {
   ready: Promise<void>
   done(): void
 }
+
+/**
+ * Where a stateful model version's sequences live when several processes serve it (a shared
+ * registry): each is owned by the process that started it, which alone keeps its state; keys are
+ * a sequence's correlation id as a text (`n7`, `s7`).
+ */
+export interface SequenceDirectory {
+  /** This process. */
+  readonly self: number
+  /** The live process that owns the sequence, if any. */
+  owner(key: string): number | undefined
+  /** Takes the sequence for this process unless a live one owns it; returns its owner. */
+  claim(key: string): number
+  /** Gives up a sequence this process owned (a failure to is no failure: see `ServicePeers`). */
+  drop(key: string): void
+}
+
+/** Where a request runs: in its turn here, or in the process that owns its sequence. */
+export type SequencePlace = { turn: SequenceTurn, owner?: undefined } | { owner: number }
 
 /** One sequence: its state, what it holds, and the end of its queue of requests. */
 class Sequence {
@@ -80,6 +99,8 @@ export class SequenceBatcher {
   /** The controls' shape: one element, in a batch of one for a model with a batch dimension. */
   readonly #shape: number[]
   #timer?: NodeJS.Timeout
+  /** Set when other processes serve this version too: who owns which sequence. */
+  #directory?: SequenceDirectory
 
   constructor (private readonly model: string, { maxSequenceIdleMicroseconds, controlInputs = [] }: SequenceBatching, batching: boolean) {
     this.#idleMs = (maxSequenceIdleMicroseconds ?? DEFAULT_SEQUENCE_IDLE_MICROSECONDS) / 1000
@@ -88,32 +109,60 @@ export class SequenceBatcher {
     this.#shape = batching ? [1, 1] : [1]
   }
 
-  /** Triton's checks, in its order: the id's type against a CORRID control, batch size one, an id, a START first. */
+  /** Shares this version's sequences with the other processes that serve it, through `directory`. */
+  shareWith (directory: SequenceDirectory): void {
+    this.#directory = directory
+  }
+
+  /** Triton's checks of a request, in its order: the id's type against a CORRID control, batch size one, an id. */
   #check (infer: InferRequest, batchSize: number): void {
-    const { correlationId, start } = infer.sequenceFlags
+    const { correlationId } = infer.sequenceFlags
     const corrid = this.#corrid
     if (corrid !== undefined && (typeof correlationId === 'string') !== (corrid.datatype === 'BYTES')) {
       throw errors.correlationIdDatatype(infer.id, corrid.name, typeof correlationId === 'string' ? 'BYTES' : 'UINT64', this.model, corrid.datatype)
     }
     if (batchSize > 1) throw errors.sequenceBatchSize(this.model)
     if (correlationId === undefined) throw errors.missingCorrelationId(this.model)
-    if (!start && !this.#sequences.has(keyOf(correlationId))) throw errors.sequenceNotStarted(String(correlationId), this.model)
   }
 
   /**
-   * Admits `infer` (read, not yet run) to its sequence: throws Triton's error for a request that
-   * cannot belong to one; otherwise gives it its sequence (`infer.sequence`) and control inputs, and
-   * returns its turn. Synchronous, so requests are queued in the order they were read.
-   * `batchSize`: the request's (1 for a model without a batch dimension).
+   * Where `infer` (read, not yet run) runs: throws Triton's error for a request that cannot belong
+   * to a sequence; returns the process that owns its sequence when that is another one (a START
+   * of a sequence nobody owns is this process's from now on), or else admits it here: gives it its
+   * sequence (`infer.sequence`) and control inputs, and returns its turn. Synchronous, so requests
+   * are queued in the order they were read. `batchSize`: the request's (1 for a model without a
+   * batch dimension); `here`: run it here whatever the directory says (another process handed it
+   * over, as the owner it found).
    */
-  admit (infer: InferRequest, batchSize: number): SequenceTurn {
+  route (infer: InferRequest, batchSize: number, here = false): SequencePlace {
     this.#check(infer, batchSize)
-    const { correlationId, start, end } = infer.sequenceFlags as { correlationId: bigint | string, start: boolean, end: boolean }
+    const owner = here ? undefined : this.#ownerElsewhere(infer.sequenceFlags as Required<SequenceFlags>)
+    return owner === undefined ? { turn: this.#admit(infer) } : { owner }
+  }
+
+  /** The other process that owns the sequence, for one not here. */
+  #ownerElsewhere ({ correlationId, start }: Required<SequenceFlags>): number | undefined {
+    const directory = this.#directory
+    const key = keyOf(correlationId)
+    if (directory === undefined || this.#sequences.has(key)) return undefined
+    const owner = start ? directory.claim(key) : directory.owner(key)
+    return owner === directory.self ? undefined : owner
+  }
+
+  #admit (infer: InferRequest): SequenceTurn {
+    const { correlationId, start, end } = infer.sequenceFlags as Required<SequenceFlags>
     const key = keyOf(correlationId)
     let sequence = this.#sequences.get(key)
-    if (sequence === undefined) this.#sequences.set(key, sequence = new Sequence())
+    if (sequence === undefined) {
+      if (!start) {
+        // Owned by nobody, or said to be this process's by a record it has outlived: gone.
+        this.#directory?.drop(key)
+        throw errors.sequenceNotStarted(String(correlationId), this.model)
+      }
+      this.#sequences.set(key, sequence = new Sequence())
+    }
     // An ended sequence is forgotten at once: a request after its END must START another.
-    if (end) this.#sequences.delete(key)
+    if (end) this.#forget(key)
     sequence.pending++
     sequence.lastUsed = performance.now()
     const previous = sequence.tail
@@ -132,12 +181,13 @@ export class SequenceBatcher {
     return {
       // A START of a sequence that did not end ends it, as Triton's does, once its requests ran.
       ready: start ? previous.then(() => current.reset()) : previous,
-      // Called once: when the request ran, failed or was abandoned.
+      // Called once: when the request ran, failed or was abandoned. One that ends before its turn
+      // (abandoned while it waited) hands its turn on only once the requests before it are done.
       done: () => {
         current.pending--
         current.lastUsed = performance.now()
         if (end) current.release()
-        finish()
+        previous.then(finish, finish)
         this.#scheduleReaper()
       }
     }
@@ -179,13 +229,20 @@ export class SequenceBatcher {
     const now = performance.now()
     for (const [key, sequence] of this.#sequences) {
       if (sequence.pending > 0 || now - sequence.lastUsed < this.#idleMs) continue
-      this.#sequences.delete(key)
+      this.#forget(key)
       sequence.release()
     }
     this.#scheduleReaper()
   }
 
-  /** Releases every sequence now (the server is closing): later requests must START again. */
+  /** The sequence is no longer this process's, nor anybody's. */
+  #forget (key: string): void {
+    this.#sequences.delete(key)
+    this.#directory?.drop(key)
+  }
+
+  /** Releases every sequence now (the server is closing): later requests must START again. Their
+   * records in a directory are the table's to drop, all at once. */
   endAll (): void {
     clearTimeout(this.#timer)
     this.#timer = undefined

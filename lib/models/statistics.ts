@@ -11,8 +11,8 @@
 import type { ModelStatistics, StatisticDuration } from '../../types/models'
 import type { VersionCells } from '../store/model-store'
 import {
-  BATCH_CELLS, BATCH_SLOTS, BATCH_START, CELL, FAILURE_REASONS, type FailureReason, SAMPLE_CELLS, SAMPLE_SLOTS,
-  SAMPLE_START, SUMMED_CELLS
+  BATCH_CELLS, BATCH_SLOTS, BATCH_START, CELL, changeBlock, FAILURE_REASONS, type FailureReason, readBlock, SAMPLE_CELLS,
+  SAMPLE_SLOTS, SAMPLE_START, SUMMED_CELLS
 } from '../store/statistics-table'
 
 export { FAILURE_REASONS, type FailureReason }
@@ -102,19 +102,21 @@ export class InferenceStatistics {
   moveTo (cells: VersionCells): void {
     const from = this.#own
     const to = cells.own
-    // The pending gauge too: a request counted pending here ends its wait in the new cells.
-    for (let cell = 1; cell < SUMMED_CELLS; cell++) to[cell] += from[cell]
-    to[CELL.lastInference] = Math.max(to[CELL.lastInference], from[CELL.lastInference])
-    const batches = new Map<number, Float64Array>()
-    addBatches(from, batches)
-    for (const [batchSize, sum] of batches) {
-      const slot = batchSlot(to, batchSize)
-      if (slot === -1) {
-        to[CELL.batchOverflow] += sum[1]
-      } else {
-        for (let cell = 1; cell < BATCH_CELLS; cell++) to[slot + cell] += sum[cell]
+    changeBlock(to, () => {
+      // The pending gauge too: a request counted pending here ends its wait in the new cells.
+      for (let cell = 1; cell < SUMMED_CELLS; cell++) to[cell] += from[cell]
+      to[CELL.lastInference] = Math.max(to[CELL.lastInference], from[CELL.lastInference])
+      const batches = new Map<number, Float64Array>()
+      addBatches(from, batches)
+      for (const [batchSize, sum] of batches) {
+        const slot = batchSlot(to, batchSize)
+        if (slot === -1) {
+          to[CELL.batchOverflow] += sum[1]
+        } else {
+          for (let cell = 1; cell < BATCH_CELLS; cell++) to[slot + cell] += sum[cell]
+        }
       }
-    }
+    })
     this.#cells = cells
     this.#own = to
     this.#readBatchSlots()
@@ -131,7 +133,11 @@ export class InferenceStatistics {
   }
 
   /** A request that got its response: `batchSize` elements inferred in one run. */
-  succeeded ({ start, read, runStart, ran, end }: RequestTimes, batchSize: number): void {
+  succeeded (times: RequestTimes, batchSize: number): void {
+    changeBlock(this.#own, () => this.#countSuccess(times, batchSize))
+  }
+
+  #countSuccess ({ start, read, runStart, ran, end }: RequestTimes, batchSize: number): void {
     const cells = this.#own
     const now = Date.now()
     cells[CELL.lastInference] = now
@@ -179,10 +185,12 @@ export class InferenceStatistics {
    * one of Triton's reasons; `pending` if it failed before its run. */
   failed (start: number, reason: FailureReason, pending: boolean): void {
     const cells = this.#own
-    cells[CELL.lastInference] = Date.now()
-    cells[CELL.failCount]++
-    cells[CELL.failMs] += performance.now() - start
-    cells[CELL.failReasons + FAILURE_REASONS.indexOf(reason)]++
+    changeBlock(cells, () => {
+      cells[CELL.lastInference] = Date.now()
+      cells[CELL.failCount]++
+      cells[CELL.failMs] += performance.now() - start
+      cells[CELL.failReasons + FAILURE_REASONS.indexOf(reason)]++
+    })
     if (pending) cells[CELL.pending]--
   }
 
@@ -190,7 +198,9 @@ export class InferenceStatistics {
   #sum (): { sum: Float64Array, batches: Map<number, Float64Array> } {
     const sum = new Float64Array(SUMMED_CELLS)
     const batches = new Map<number, Float64Array>()
-    for (const cells of this.#cells.all()) {
+    for (const block of this.#cells.all()) {
+      // Read whole, between two changes of its writer: its counts agree with one another.
+      const cells = readBlock(block)
       // A process that never ran this version has nothing more to add.
       if (cells[CELL.successCount] === 0 && cells[CELL.failCount] === 0) continue
       for (let cell = 1; cell < SUMMED_CELLS; cell++) sum[cell] += cells[cell]

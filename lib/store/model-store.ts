@@ -5,6 +5,7 @@
  * this process (the default), and a shared registry's (sqlite-model-store.ts).
  */
 import type { ModelLoadOverrides } from '../../types/models'
+import type { CallOptions, ChannelMessage, IncomingCall } from './process-channel'
 import { BLOCK_CELLS } from './statistics-table'
 
 /** The statistics cells of one model version. */
@@ -33,6 +34,41 @@ export interface ModelRecord {
 
 export type NewModelRecord = Omit<ModelRecord, 'name' | 'generation'>
 
+/** A sequence, as the service knows it: its model version, and its correlation id as a key. */
+export interface SequenceKey {
+  model: string
+  version: string
+  id: string
+}
+
+/** Answers a call of another process and returns true, or returns false: the call is not for it. */
+export type CallTaker = (call: IncomingCall) => boolean
+
+/**
+ * The other processes of the service that share a store: the owner of each sequence (the process
+ * that started it, where its state lives), and calls to a process (process-channel.ts). Processes
+ * are named by their row among the store's users, never reused.
+ */
+export interface ServicePeers {
+  /** This process. */
+  readonly self: number
+  /** Adds a handler of the other processes' calls (each model table of this process has one):
+   * the first to take a call answers it; a call none takes ends with an empty reply. */
+  serve(handler: CallTaker): void
+  /** The other processes alive now (those that answer no calls fail theirs at once). */
+  others(): number[]
+  /** Calls a process: rejects with a `PeerGoneError` if it is gone, or answers no calls. */
+  call(process: number, message: ChannelMessage, options?: CallOptions): Promise<ChannelMessage>
+  /** The live process that owns a sequence, if any (this one included). */
+  sequenceOwner(sequence: SequenceKey): number | undefined
+  /** Takes a sequence for this process unless a live one owns it: returns its owner. */
+  claimSequence(sequence: SequenceKey): number
+  /** Gives up a sequence this process owns (it ended, or was released). */
+  dropSequence(sequence: SequenceKey): void
+  /** Gives up every sequence this process owns. */
+  dropSequences(): void
+}
+
 export interface ModelStore {
   /** Whether other processes share this store. */
   readonly shared: boolean
@@ -47,6 +83,8 @@ export interface ModelStore {
   /** Calls `listener` now and then while the store is open, so that a process that serves no
    * request still applies other processes' loads and unloads. */
   onCheck(listener: () => void): void
+  /** The other processes of the service, when they share this store. */
+  readonly peers?: ServicePeers
 }
 
 /** A table's own store: its cells and records in this process. */

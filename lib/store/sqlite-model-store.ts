@@ -6,7 +6,8 @@
  * announced to every process through the lease table's revision, as the region records are.
  */
 import * as errors from '../errors'
-import type { LoadOverrides, ModelRecord, ModelStore, NewModelRecord, VersionCells } from './model-store'
+import type { LoadOverrides, ModelRecord, ModelStore, NewModelRecord, ServicePeers, VersionCells } from './model-store'
+import { SEQUENCE_SCHEMA } from './service-peers'
 import type { Database, Statement } from './sqlite-driver'
 import { MODEL_SLOTS, StatisticsTable } from './statistics-table'
 
@@ -25,10 +26,11 @@ export const MODEL_SCHEMA = `
     -- JSON: {"config"?: string, "files": {"file:<version>/<name>": base64}}, or NULL.
     overrides TEXT
   );
+  ${SEQUENCE_SCHEMA}
 `
 
 /** Empties what a service that starts again must not find. */
-export const CLEAR_MODELS = 'DELETE FROM model_slots; DELETE FROM models'
+export const CLEAR_MODELS = 'DELETE FROM model_slots; DELETE FROM models; DELETE FROM sequences'
 
 /** What the shared store lends this one. */
 export interface SharedStoreContext {
@@ -46,6 +48,8 @@ export interface SharedStoreContext {
   revision(): number
   /** The slots of the processes alive now, this one's included. */
   liveProcessSlots(): number[]
+  /** The other processes of the service. */
+  readonly peers: ServicePeers
 }
 
 interface ModelRow { name: string, loaded: number, generation: number, reason: string, overrides: string | null }
@@ -83,6 +87,10 @@ export class SqliteModelStore implements ModelStore {
   constructor (context: SharedStoreContext) {
     this.#context = context
     this.#statements = prepare(context.db)
+  }
+
+  get peers (): ServicePeers {
+    return this.#context.peers
   }
 
   cells (name: string, version: string): VersionCells {

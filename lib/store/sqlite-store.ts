@@ -4,7 +4,8 @@
  * so that those that died are recognised); who holds leases is counted in a lease table in shared
  * memory beside it (`<path>-leases`), so a request writes nothing to the file.
  */
-import { closeSync, constants, openSync } from 'node:fs'
+import { closeSync, constants, openSync, rmSync } from 'node:fs'
+import path from 'node:path'
 import type { SharedRegistryOptions } from '../../types'
 import { storeFailed, storeOpenFailed } from '../errors'
 import { optionalPeer } from '../util/optional-peer'
@@ -12,6 +13,7 @@ import { LeaseTable, PROCESS_SLOTS, REGION_SLOTS } from './lease-table'
 import { isAlive, thisProcess } from './process-identity'
 import type { NewRegion, RegionRecord, RegionStore } from './region-store'
 import type { Database, DatabaseConstructor, Statement } from './sqlite-driver'
+import { SqliteServicePeers } from './service-peers'
 import { CLEAR_MODELS, MODEL_SCHEMA, SqliteModelStore } from './sqlite-model-store'
 import { StatisticsTable } from './statistics-table'
 
@@ -109,6 +111,9 @@ export class SqliteStore implements RegionStore {
   #leases!: LeaseTable
   readonly #leaseTablePath: string
   readonly #statisticsPath: string
+  /** Where each process that serves models answers the others' calls: `<id>`, a socket per user row. */
+  readonly #channelsPath: string
+  #peers: SqliteServicePeers | undefined
   /** The model table's side of the store, made when a model table first uses it. */
   #models: SqliteModelStore | undefined
   #records: ReadonlyMap<string, RegionRecord> = new Map()
@@ -134,6 +139,7 @@ export class SqliteStore implements RegionStore {
     this.#checkIntervalMs = checkIntervalMs
     this.#leaseTablePath = `${path}-leases`
     this.#statisticsPath = `${path}-statistics`
+    this.#channelsPath = `${path}-channels`
     let db: Database | undefined
     try {
       createPrivately(path)
@@ -160,8 +166,10 @@ export class SqliteStore implements RegionStore {
     const starting = others.length === 0
     if (starting) {
       this.#db.exec(`DELETE FROM regions; DELETE FROM users; ${CLEAR_MODELS}`)
-      // Statistics start at zero with the service, as its registrations do.
+      // Statistics start at zero with the service, as its registrations do; sockets of processes
+      // that died are gone with them.
       StatisticsTable.remove(this.#statisticsPath)
+      rmSync(this.#channelsPath, { recursive: true, force: true })
     }
     this.#leases = new LeaseTable(this.#leaseTablePath, starting)
     const slot = freeSlot(others.map((user) => user.slot), PROCESS_SLOTS)
@@ -177,9 +185,40 @@ export class SqliteStore implements RegionStore {
     const users = this.#statements.otherUsers.all(this.#userId) as UserRow[]
     return users.filter((user) => {
       if (isAlive({ pid: user.pid, startTime: user.start_time })) return true
-      this.#statements.removeUser.run(user.id)
+      this.#forget(user.id)
       return false
     })
+  }
+
+  /** Forgets a process that died: its row, the sequences it owned, its socket. */
+  #forget (userId: number): void {
+    this.#statements.removeUser.run(userId)
+    this.#statements.removeSequences.run(userId)
+    rmSync(this.#socketOf(userId), { force: true })
+  }
+
+  #socketOf (userId: number): string {
+    return path.join(this.#channelsPath, String(userId))
+  }
+
+  #isLive (userId: number): boolean {
+    const user = this.#statements.user.get(userId) as UserRow | undefined
+    if (user === undefined) return false
+    if (isAlive({ pid: user.pid, startTime: user.start_time })) return true
+    this.#forget(userId)
+    return false
+  }
+
+  /** The other processes of the service, and who owns each sequence. */
+  #servicePeers (): SqliteServicePeers {
+    return (this.#peers ??= new SqliteServicePeers({
+      db: this.#db,
+      userId: this.#userId,
+      socketOf: (userId) => this.#socketOf(userId),
+      read: (use) => this.#guard(use),
+      liveUserIds: () => this.#liveUsers().map((user) => user.id),
+      isLive: (userId) => this.#isLive(userId)
+    }))
   }
 
   /** The model table's side of this store: statistics every process adds to, and the model
@@ -193,7 +232,8 @@ export class SqliteStore implements RegionStore {
       wrote: () => { this.#wrote = true },
       read: (use) => this.#guard(use),
       revision: () => this.#leases.revision,
-      liveProcessSlots: () => [this.#slot, ...this.#liveUsers().map((user) => user.slot)]
+      liveProcessSlots: () => [this.#slot, ...this.#liveUsers().map((user) => user.slot)],
+      peers: this.#servicePeers()
     }))
   }
 
@@ -338,15 +378,18 @@ export class SqliteStore implements RegionStore {
     try {
       this.#db.transaction(() => {
         this.#statements.removeUser.run(this.#userId)
+        this.#statements.removeSequences.run(this.#userId)
         if (this.#liveUsers().length === 0) {
           LeaseTable.remove(this.#leaseTablePath)
           StatisticsTable.remove(this.#statisticsPath)
+          rmSync(this.#channelsPath, { recursive: true, force: true })
         }
       }).immediate()
     } catch {
       // Busy past its timeout, or damaged: this process's row stays, and the first process to
       // find it gone forgets it.
     } finally {
+      this.#peers?.close()
       this.#models?.close()
       this.#leases.close()
       this.#db.close()
@@ -364,6 +407,8 @@ function prepare (db: Database) {
     removeRegion: statement('DELETE FROM regions WHERE id = ?'),
     addUser: statement('INSERT INTO users (pid, start_time, slot) VALUES (?, ?, ?)'),
     otherUsers: statement('SELECT id, pid, start_time, slot FROM users WHERE id != ?'),
-    removeUser: statement('DELETE FROM users WHERE id = ?')
+    user: statement('SELECT id, pid, start_time, slot FROM users WHERE id = ?'),
+    removeUser: statement('DELETE FROM users WHERE id = ?'),
+    removeSequences: statement('DELETE FROM sequences WHERE owner = ?')
   }
 }

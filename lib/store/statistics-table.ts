@@ -53,7 +53,11 @@ export const CELL = {
   failReasons: 16,
   batchOverflow: 20,
   /** Requests written into the ring so far (the next one goes to this modulo `SAMPLE_SLOTS`). */
-  samplesWritten: 21
+  samplesWritten: 21,
+  /** Bumped before and after each change of the counts (odd while one is under way): a reader in
+   * another process copies the block again until it sees an even value, the same before and after
+   * its copy, so that no answer shows half of a request (an execution counted, its batch not yet). */
+  writes: 22
 } as const
 
 export const FAILURE_REASONS = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'] as const
@@ -75,6 +79,33 @@ const HEADER_CELLS = 512
  * with another layout must not read these counters as its own. */
 const LAYOUT = 0x54_53_48_01
 export const BYTE_SIZE = (HEADER_CELLS + PROCESS_SLOTS * MODEL_SLOTS * BLOCK_CELLS) * Float64Array.BYTES_PER_ELEMENT
+
+/** Reads of a block whose writer seems to be mid-change before it is taken as it is: a writer
+ * changes a block in well under a microsecond, so only one that died mid-change lasts this long. */
+const MAX_READ_ATTEMPTS = 10_000
+
+/** Runs `change` on a block this process writes, marked as under way for readers (`CELL.writes`). */
+export function changeBlock (cells: Float64Array, change: () => void): void {
+  cells[CELL.writes]++
+  try {
+    change()
+  } finally {
+    cells[CELL.writes]++
+  }
+}
+
+/** A copy of a block's counts and batch slots (its first `SAMPLE_START` cells) as they were between
+ * two changes of its writer, however busy that writer (in another process) is. */
+export function readBlock (cells: Float64Array): Float64Array {
+  let copy: Float64Array
+  let attempt = 0
+  for (;;) {
+    const before = cells[CELL.writes]
+    copy = cells.slice(0, SAMPLE_START)
+    const settled = before % 2 === 0 && cells[CELL.writes] === before
+    if (settled || ++attempt >= MAX_READ_ATTEMPTS) return copy
+  }
+}
 
 export class StatisticsTable {
   readonly #buffer: ArrayBuffer
