@@ -187,9 +187,9 @@ export function receivedMessages ({ inFlight, maxMessageBytes, decoderOf, log }:
 
     const gated: GatedCall = new GatedCall(call, {
       start: (next) => next({
-        onReceiveMetadata: (metadata: Marked, passOn) => {
+        onReceiveMetadata: (metadata: Marked, next) => {
           metadata[READ_GATE] = gated
-          passOn(metadata)
+          next(metadata)
         },
         onReceiveMessage: (bytes: Inflated, next) => {
           const received = receive(bytes)
@@ -199,7 +199,7 @@ export function receivedMessages ({ inFlight, maxMessageBytes, decoderOf, log }:
           call.sendStatus(toServiceError(received.refusal, log) as StatusObject)
         },
         // A unary call refused has its status: its handler never runs.
-        onReceiveHalfClose: (passOn) => { if (!refused) passOn() },
+        onReceiveHalfClose: (next) => { if (!refused) next() },
         onCancel: () => {
           for (const reservation of untaken) reservation.release()
           untaken.clear()
