@@ -219,9 +219,9 @@ export const contentsMismatch = invalid('ERR_SHM_CONTENTS_MISMATCH', (input: str
 export const malformedMessage = invalid('ERR_SHM_MALFORMED_MESSAGE', (message: string, reason: string) =>
   `the ${message} message is not valid protobuf: ${reason}`)
 
-export const messageTooCostly = invalid('ERR_SHM_MESSAGE_TOO_COSTLY', (byteSize: number, decodedBytes: number, allowed: number) =>
-  `the ModelInferRequest message of ${byteSize} bytes would take ${decodedBytes} bytes once decoded, more than the ${allowed} ` +
-  'the server allows for it: send tensors as raw_input_contents or in shared memory')
+export const messageTooCostly = invalid('ERR_SHM_MESSAGE_TOO_COSTLY', (message: string, byteSize: number, decodedBytes: number, allowed: number) =>
+  `the ${message} message of ${byteSize} bytes would take ${decodedBytes} bytes once decoded, more than the ${allowed} ` +
+  `the server allows for it${message === 'ModelInferRequest' ? ': send tensors as raw_input_contents or in shared memory' : ''}`)
 
 // Inference requests (KServe V2, SPEC section 4)
 

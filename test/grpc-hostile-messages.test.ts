@@ -44,6 +44,21 @@ t.test('128 Mi one-byte zeros in 127 KiB of gzip: refused with a status, the ser
   t.ok(grown < 400 * MiB, `its peak memory grew by ${Math.round(grown / MiB)} MiB`)
 })
 
+t.test('16 Mi one-byte zeros in 16 KiB of gzip: refused before they are decoded, the memory at most 4 times the inflated message', async (t) => {
+  const service = startServiceProcess(t, HEAP_MIB)
+  const port = await service.grpcPort()
+  const grpc = rawGrpc(t, port)
+  const count = 16 * MiB
+  const before = service.peakRss()
+  const answer = await bounded(grpc.call('ModelInfer', framed(zerosRequest(count, 'int64_contents'), 'gzip'), { compression: 'gzip' }),
+    `no answer (${service.exit ?? 'alive'})`)
+  t.equal(answer.status, status.INVALID_ARGUMENT)
+  t.match(answer.details, /^the ModelInferRequest message of \d+ bytes would take \d+ bytes once decoded/, 'too costly decoded, for a compressed message')
+  const grown = service.peakRss() - before
+  // Inflated once into a buffer of its size (its measure's chunks dropped as it goes), never decoded.
+  t.ok(grown < 4 * count, `its peak memory grew by ${Math.round(grown / MiB)} MiB (grpc-js's own inflation and the decoding took 160)`)
+})
+
 t.test('8 Mi and 64 Mi one-byte zeros, uncompressed: answered, the memory a small multiple of the message', async (t) => {
   const service = startServiceProcess(t, HEAP_MIB)
   const port = await service.grpcPort()

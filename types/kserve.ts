@@ -125,6 +125,8 @@ export interface InFlightBudget {
   readonly maxBytes: number
   /** What they hold now. */
   readonly heldBytes: number
+  /** The most they held at once, since the budget was made. */
+  readonly peakBytes: number
   /** A reservation for one request, holding nothing yet. */
   open(): InFlightReservation
 }

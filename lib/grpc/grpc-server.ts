@@ -9,8 +9,9 @@
  * knows each call's socket: a call whose answer waits on a connection that took none of it for
  * the send timeout has that connection dropped, as over HTTP. Messages it receives are bounded
  * before they are decoded: by a size sized from the registry's `inFlight` budget (compressed ones
- * included: grpc-js stops inflating one at that size), then by what their decoded form will take,
- * charged to that budget before ModelInfer decodes them.
+ * included: they stop inflating at that size), then by what their decoded form will take, charged
+ * to that budget as they arrive, with the message; a paused stream reads no more
+ * (`receivedMessages`).
  */
 import { once } from 'node:events'
 import net from 'node:net'
@@ -25,7 +26,9 @@ import { inferenceServiceOver } from './inference-service'
 import type { GrpcListenerOptions } from './listener-options'
 import { OpenStreams } from './model-stream-infer'
 import { grpcJs } from './peers'
-import { MAX_MESSAGE_BYTES, messageLimitOptions, rawModelInferService } from './protocol'
+import { MAX_MESSAGE_BYTES, messageLimitOptions, rawRequestsService } from './protocol'
+import { receivedMessages } from './received-messages'
+import { requestDecoders } from './request-decoders'
 import type { ErrorLogger } from './status'
 
 /** Triton's gRPC port. */
@@ -43,6 +46,8 @@ export interface GrpcListener {
   readonly port: number
   /** The largest message it receives. */
   readonly maxMessageBytes: number
+  /** Its ModelStreamInfer streams. */
+  readonly streams: OpenStreams
   /** Stops accepting calls, and resolves once the calls in flight have ended: open streams answer
    * the requests they read and end; whatever is still open after the send timeout is cut. */
   close(): Promise<void>
@@ -72,10 +77,16 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, log }: Gr
     dropped: (connection) => log.warn({ sendTimeoutMs, client: `${connection.remoteAddress}:${connection.remotePort}` },
       'a gRPC client took none of its answer for the send timeout: connection dropped')
   })
-  // The connection interceptor tells the shared memory RPCs their calls' connections: the peer rule's input.
+  const decoders = requestDecoders()
+  // Messages are charged before they are decoded, and a paused stream reads no more: first, as it
+  // takes over grpc-js's inflation. The connection interceptor tells the shared memory RPCs their
+  // calls' connections: the peer rule's input.
+  const received = receivedMessages({ inFlight: api.registry.inFlight, maxMessageBytes, decoderOf: (path) => decoders.get(path)!, log })
   // Without channelz: its per-call accounting costs every call, and nothing here reads it.
-  const server: Server = new grpc.Server({ ...messageLimitOptions(maxMessageBytes), 'grpc.enable_channelz': 0, interceptors: [connectionInterceptor(), tracker] })
-  server.addService(rawModelInferService().service, handlers)
+  const server: Server = new grpc.Server({
+    ...messageLimitOptions(maxMessageBytes), 'grpc.enable_channelz': 0, interceptors: [received, connectionInterceptor(), tracker]
+  })
+  server.addService(rawRequestsService().service, handlers)
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure())
   const listener = net.createServer((socket) => {
     const ends = endsOf(socket)
@@ -93,6 +104,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, log }: Gr
   return {
     port: (listener.address() as net.AddressInfo).port,
     maxMessageBytes,
+    streams,
     close: async () => {
       const closed = once(listener.close(), 'close')
       const drained = new Promise<void>((resolve) => server.tryShutdown(() => resolve()))

@@ -2,18 +2,18 @@
  * ModelInfer for grpc-js over the model table: the call's model resolved, its request read, the
  * model run and timed as over HTTP, the answer sent, and its leases ended however the call ends.
  * What the call holds is charged to the registry's `inFlight` before it is allocated: its message
- * and the decoded form (before decoding, where the message arrives as bytes: the plugin's
- * listener), its output storage and its answer; it is given back once the call is over.
+ * and the decoded form (the plugin's listener charges them as the message arrives, before it
+ * decodes it), its output storage and its answer; it is given back once the call is over.
  */
-import type { handleUnaryCall, ServerUnaryCall } from '@grpc/grpc-js'
+import type { handleUnaryCall } from '@grpc/grpc-js'
 import type { SystemSharedMemoryRegistry } from '../../types'
-import type { InferLimits, InFlightReservation } from '../../types/kserve'
+import type { InferLimits } from '../../types/kserve'
 import type { ModelInferRequest, ModelInferResponse } from '../../types/grpc'
 import type { InferRequest } from '../kserve/infer-request'
 import type { ModelTable } from '../models/model-table'
 import { onCallEnd } from './call-tracker'
 import { modelInferResponse, readModelInferRequest } from './model-infer'
-import { checkedDecodedBytes, decodeModelInferRequest } from './model-infer-message'
+import { takeReservation } from './received-messages'
 import { type ErrorLogger, toServiceError } from './status'
 
 export interface ModelInferHandlerOptions {
@@ -25,30 +25,22 @@ export interface ModelInferHandlerOptions {
   log?: ErrorLogger
 }
 
-/** The message of a call, decoded here if it arrived as bytes: charged first, with what its
- * decoded form will take. */
-export function messageOf (request: ModelInferRequest | Buffer, reservation: InFlightReservation): ModelInferRequest {
-  if (!Buffer.isBuffer(request)) return request
-  reservation.charge(request.length + checkedDecodedBytes(request))
-  return decodeModelInferRequest(request)
-}
-
 /** The answer's output bytes are copied twice: encoded by protobuf, then framed by grpc-js. */
 export const OUTPUT_COPIES = 2
 
 export function modelInferHandler ({ registry, models, limits, log }: ModelInferHandlerOptions): handleUnaryCall<ModelInferRequest, ModelInferResponse> {
   return async (call, callback) => {
-    const reservation = registry.inFlight.open()
+    // The plugin's listener charged the message and its decoded form already.
+    const reservation = takeReservation(call.request) ?? registry.inFlight.open()
     // A host's own server may not tell when the call is over: there the answer, once handed to
     // grpc-js, is no longer counted.
     const tracked = onCallEnd(call, () => reservation.release())
     let infer: InferRequest | undefined
     try {
-      const message = messageOf((call as ServerUnaryCall<ModelInferRequest | Buffer, ModelInferResponse>).request, reservation)
-      const { model_name: name, model_version: version } = message
+      const { model_name: name, model_version: version } = call.request
       const response = await models.infer(name, version === '' ? undefined : version, {
         read: (signature, modelVersion) =>
-          (infer = readModelInferRequest(call, { registry, model: signature, modelVersion, limits, reservation, outputCopies: OUTPUT_COPIES }, message)),
+          (infer = readModelInferRequest(call, { registry, model: signature, modelVersion, limits, reservation, outputCopies: OUTPUT_COPIES })),
         respond: modelInferResponse,
         transport: 'grpc'
       })

@@ -12,89 +12,16 @@ import type { InferInputTensor, InferParameter, InferParameters, InferRequestedO
   from '../../types/grpc'
 import * as errors from '../errors'
 import { parseBytesTensor } from '../kserve/bytes-tensor'
-
-const VARINT = 0
-const FIXED64 = 1
-const DELIMITED = 2
-const FIXED32 = 5
+import { checkedDecodedCost, OBJECT_BYTES, stringBytes, VIEW_BYTES } from './decoded-cost'
+import { Cursor, DELIMITED, eachField as eachWireField, type Expected, FIXED32, FIXED64, VARINT, type Visit } from './protobuf-wire'
 
 const MESSAGE = 'ModelInferRequest'
 
 const malformed = (reason: string) => errors.malformedMessage(MESSAGE, reason)
 
-/** Reads varints and lengths of `bytes`, from `position` on, never past `end`. */
-class Cursor {
-  /** The last 64-bit varint read, as two 32-bit words. */
-  low = 0
-  high = 0
-
-  constructor (readonly bytes: Uint8Array, public position: number, readonly end: number) {}
-
-  /** Reads a varint into `low` and `high` (its bits past the 64th, which protobuf drops, dropped). */
-  varint (): void {
-    const { bytes, end } = this
-    let low = 0
-    let high = 0
-    for (let shift = 0; shift < 70; shift += 7) {
-      if (this.position >= end) throw malformed('a varint runs past the end of its field')
-      const byte = bytes[this.position++]
-      const bits = byte & 0x7f
-      if (shift < 28) low |= bits << shift
-      else if (shift === 28) {
-        low |= bits << 28
-        high |= bits >>> 4
-      } else high |= bits << (shift - 32) // the 10th byte: only its lowest bit is left in 64
-      if (byte < 0x80) {
-        this.low = low >>> 0
-        this.high = high >>> 0
-        return
-      }
-    }
-    throw malformed('a varint is longer than 10 bytes')
-  }
-
-  /** A varint that must fit in 31 bits: tags and lengths. */
-  small (what: string): number {
-    this.varint()
-    if (this.high !== 0 || this.low > 0x7fffffff) throw malformed(`${what} is too large`)
-    return this.low
-  }
-
-  skip (bytes: number): void {
-    if (bytes > this.end - this.position) throw malformed('a field runs past the end of its message')
-    this.position += bytes
-  }
-}
-
-/** Called for each field of a message: its number, wire type, and where its value lies (a
- * delimited field's payload, or the bytes of a number). */
-type Visit = (field: number, wire: number, start: number, end: number) => void
-
-/** The wire types each field of a message may come in; fields not listed are skipped. */
-type Expected = Record<number, readonly number[]>
-
-function eachField (bytes: Uint8Array, start: number, end: number, expected: Expected, visit: Visit): void {
-  const cursor = new Cursor(bytes, start, end)
-  while (cursor.position < end) {
-    const tag = cursor.small('a field tag')
-    const field = tag >>> 3
-    const wire = tag & 7
-    if (field === 0) throw malformed('a field has number 0')
-    let from = cursor.position
-    if (wire === VARINT) cursor.varint()
-    else if (wire === FIXED64) cursor.skip(8)
-    else if (wire === FIXED32) cursor.skip(4)
-    else if (wire === DELIMITED) {
-      const length = cursor.small('a field length')
-      from = cursor.position
-      cursor.skip(length)
-    } else throw malformed(`wire type ${wire} is not used by this protocol`)
-    const wires = expected[field]
-    if (wires === undefined) continue
-    if (!wires.includes(wire)) throw malformed(`field ${field} has wire type ${wire}`)
-    visit(field, wire, from, cursor.position)
-  }
-}
+/** The fields of a ModelInferRequest (or of a message in it) in `[start, end)`. */
+const eachField = (bytes: Uint8Array, start: number, end: number, expected: Expected, visit: Visit) =>
+  eachWireField(MESSAGE, bytes, start, end, expected, visit)
 
 const STRING = [DELIMITED]
 const MESSAGE_FIELD = [DELIMITED]
@@ -124,10 +51,6 @@ type ContentsField = keyof typeof CONTENTS
 const CONTENTS_WIRES: Expected = Object.fromEntries(Object.entries(CONTENTS).map(([field, { element }]) =>
   [field, element === DELIMITED ? [DELIMITED] : [element, DELIMITED]]))
 
-/** What the decoded form takes besides its typed arrays: an object, a string, a Buffer view. */
-const OBJECT_BYTES = 256
-const VIEW_BYTES = 96
-const stringBytes = (length: number) => 32 + 2 * length
 /** A shape dimension: a number in the decoded array, and in its copy the request is read from. */
 const DIMENSION_BYTES = 16
 /** A BYTES element, serialized: its 4-byte length, and the 8-byte offset its input is read with. */
@@ -206,17 +129,10 @@ export function decodedBytes (bytes: Uint8Array): number {
   return total
 }
 
-/** What the decoded form may take: 8 times the message (an int64 element of one byte takes 8),
- * and 1 MiB besides, for the objects of any ordinary request. */
-export const allowedDecodedBytes = (byteSize: number): number => 8 * byteSize + 1024 ** 2
-
-/** `decodedBytes`, refused with `ERR_SHM_MESSAGE_TOO_COSTLY` above `allowedDecodedBytes`. */
-export function checkedDecodedBytes (bytes: Uint8Array): number {
-  const decoded = decodedBytes(bytes)
-  const allowed = allowedDecodedBytes(bytes.length)
-  if (decoded > allowed) throw errors.messageTooCostly(bytes.length, decoded, allowed)
-  return decoded
-}
+/** `decodedBytes`, refused with `ERR_SHM_MESSAGE_TOO_COSTLY` past what the listener allows a
+ * message of its size (`allowedDecodedBytes`: less for one that arrived compressed). */
+export const checkedDecodedBytes = (bytes: Uint8Array, compressed = false): number =>
+  checkedDecodedCost(MESSAGE, bytes.length, decodedBytes(bytes), compressed)
 
 // The second pass: the decoded form
 
@@ -233,7 +149,7 @@ function parameterOf (buffer: Buffer, start: number, end: number): InferParamete
   eachField(buffer, start, end, PARAMETER, (choice, _wire, from, to) => {
     // A oneof sent twice: the last wins.
     for (const name of ['bool_param', 'int64_param', 'string_param', 'double_param', 'uint64_param'] as const) delete parameter[name]
-    const cursor = new Cursor(buffer, from, to)
+    const cursor = new Cursor(buffer, from, to, MESSAGE)
     if (choice === 3) {
       parameter.parameter_choice = 'string_param'
       parameter.string_param = buffer.toString('utf8', from, to)
@@ -322,7 +238,7 @@ function contentsOf (input: string, buffer: Buffer, start: number, end: number):
   const fillers = new Map<number, Filler>()
   const serialized = Buffer.allocUnsafe(serializedBytes)
   let written = 0
-  const cursor = new Cursor(buffer, start, end)
+  const cursor = new Cursor(buffer, start, end, MESSAGE)
   eachField(buffer, start, end, CONTENTS_WIRES, (field, _wire, from, to) => {
     if (field === 8) {
       serialized.writeUInt32LE(to - from, written)
@@ -356,7 +272,7 @@ function shapeOf (buffer: Buffer, start: number, end: number): number[] {
   })
   const shape = new Array<number>(count)
   let next = 0
-  const cursor = new Cursor(buffer, start, end)
+  const cursor = new Cursor(buffer, start, end, MESSAGE)
   eachField(buffer, start, end, INPUT, (field, _wire, from, to) => {
     if (field !== 3) return
     cursor.position = from

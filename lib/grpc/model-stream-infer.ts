@@ -24,7 +24,8 @@ import type { InFlightReservation } from '../../types/kserve'
 import type { InferRequest } from '../kserve/infer-request'
 import type { StreamCall } from '../models/model-table'
 import { modelInferRequest } from './model-infer'
-import { messageOf, type ModelInferHandlerOptions, OUTPUT_COPIES } from './model-infer-handler'
+import { type ModelInferHandlerOptions, OUTPUT_COPIES } from './model-infer-handler'
+import { type ReadGate, readGateOf, RefusedMessage, takeReservation } from './received-messages'
 import { type RequestParameters, requestParameters } from './request-parameters'
 import { toServiceError } from './status'
 
@@ -59,17 +60,21 @@ export class OpenStreams extends EventEmitter<{ change: [] }> {
   }
 
   /** What the open streams hold: requests read and not yet answered; streams not reading
-   * (`paused`), of them those whose client reads too slowly for their responses (`blocked`). */
-  counters (): { streams: number, requestsInFlight: number, paused: number, blocked: number } {
+   * (`paused`), of them those whose client reads too slowly for their responses (`blocked`), and
+   * those whose next request the plugin's listener holds back in HTTP/2 flow control (`held`:
+   * grpc-js asked for it, the stream did not). */
+  counters (): { streams: number, requestsInFlight: number, paused: number, blocked: number, held: number } {
     let requestsInFlight = 0
     let paused = 0
     let blocked = 0
+    let held = 0
     for (const stream of this.#streams) {
       requestsInFlight += stream.inFlight
       if (stream.paused) paused++
       if (stream.paused && stream.blocked) blocked++
+      if (stream.held) held++
     }
-    return { streams: this.#streams.size, requestsInFlight, paused, blocked }
+    return { streams: this.#streams.size, requestsInFlight, paused, blocked, held }
   }
 
   /**
@@ -96,7 +101,7 @@ export class OpenStreams extends EventEmitter<{ change: [] }> {
   }
 }
 
-type Call = ServerDuplexStream<ModelInferRequest | Buffer, ModelStreamInferResponse>
+type Call = ServerDuplexStream<ModelInferRequest | RefusedMessage, ModelStreamInferResponse>
 
 const NO_BYTES = new Uint8Array(0)
 
@@ -153,10 +158,14 @@ class InferStream {
   #paused = false
   #readEnded = false
   #ended = false
+  /** The plugin's listener: how the stream stops grpc-js reading ahead while paused. */
+  readonly #gate: ReadGate | undefined
 
   constructor (private readonly call: Call, private readonly options: ModelStreamInferOptions, private readonly streams: OpenStreams) {
     this.#maxInFlight = options.maxRequestsInFlight ?? DEFAULT_STREAM_REQUESTS_IN_FLIGHT
     this.#grpcErrors = call.metadata.get('triton_grpc_error')[0] === 'true'
+    this.#gate = readGateOf(call)
+    if (this.#gate !== undefined) this.#gate.onWait = () => streams.emit('change')
     streams.add(this)
     call.on('data', this.#onData)
     call.on('end', () => {
@@ -187,23 +196,29 @@ class InferStream {
     return this.#blocked
   }
 
+  get held (): boolean {
+    return this.#gate?.waiting === true
+  }
+
   /** Ends the stream once every request read is answered (the server is stopping). */
   endWhenAnswered (): void {
     this.#endIfAnswered()
   }
 
   /** Requests are read until the stream ends, at either end. */
-  readonly #onData = (message: ModelInferRequest | Buffer) => this.#receive(message)
+  readonly #onData = (message: ModelInferRequest | RefusedMessage) => this.#receive(message)
 
-  #receive (message: ModelInferRequest | Buffer): void {
+  #receive (message: ModelInferRequest | RefusedMessage): void {
     this.#inFlight++
     this.#updateFlow()
     this.streams.emit('change')
-    const reservation = this.options.registry.inFlight.open()
+    // The plugin's listener charged the message and its decoded form already.
+    const reservation = takeReservation(message) ?? this.options.registry.inFlight.open()
     let request = UNREAD
     let parameters: RequestParameters
     try {
-      request = messageOf(message, reservation)
+      if (message instanceof RefusedMessage) throw message.refusal
+      request = message
       if (this.streams.closing) throw errors.streamShuttingDown()
       parameters = requestParameters(request.parameters)
     } catch (error) {
@@ -334,12 +349,15 @@ class InferStream {
     const pause = this.#blocked || this.#inFlight >= this.#maxInFlight
     if (pause === this.#paused && this.#blocked === this.#reportedBlocked) return
     this.#reportedBlocked = this.#blocked
-    if (pause !== this.#paused) {
+    const changed = pause !== this.#paused
+    if (changed) {
       this.#paused = pause
       if (pause) this.call.pause()
       else this.call.resume()
     }
     this.streams.emit('change')
+    // Last: released, the gate may hand over the next request at once.
+    if (changed) this.#gate?.hold(pause)
   }
 
   #endIfAnswered (): void {

@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs'
 import path from 'node:path'
 import type { ServiceClientConstructor } from '@grpc/grpc-js'
-import type { Options } from '@grpc/proto-loader'
+import type { Options, PackageDefinition } from '@grpc/proto-loader'
 import { deserializeModelInferRequest } from './model-infer-message'
 import { grpcJs, protoLoader } from './peers'
 
@@ -36,23 +36,32 @@ export const PROTO_PATH = [path.join(__dirname, '../../proto'), path.join(__dirn
   .map((directory) => path.join(directory, 'grpc_service.proto'))
   .find((file) => existsSync(file)) as string
 
+/** The protocol, as proto-loader loads it (`GRPC_LOADER_OPTIONS`). */
+export const loadProtocol = (): PackageDefinition => protoLoader().loadSync(PROTO_PATH, GRPC_LOADER_OPTIONS)
+
+/** The service's name in the protocol. */
+export const SERVICE = 'inference.GRPCInferenceService'
+
 /** `inference.GRPCInferenceService`: its `.service` is what `server.addService` takes; it is also
  * a client constructor. A server decodes ModelInferRequest (ModelInfer's and ModelStreamInfer's) with the package's own decoder
  * (`deserializeModelInferRequest`): typed contents as typed arrays, never an object per element,
  * and a message that would take more than 8 times its bytes once decoded refused before it is. */
 export function inferenceService (): ServiceClientConstructor {
-  return serviceWith(deserializeModelInferRequest)
+  const service = serviceOf(loadProtocol())
+  service.service.ModelInfer.requestDeserialize = deserializeModelInferRequest
+  service.service.ModelStreamInfer.requestDeserialize = deserializeModelInferRequest
+  return service
 }
 
-/** The service with ModelInfer's and ModelStreamInfer's requests handed over as their bytes: the
- * plugin's listener charges what a message will take before it decodes it. */
-export const rawModelInferService = (): ServiceClientConstructor => serviceWith((bytes: Buffer) => bytes)
-
-function serviceWith (deserializeModelInfer: (bytes: Buffer) => unknown): ServiceClientConstructor {
-  const definition = protoLoader().loadSync(PROTO_PATH, GRPC_LOADER_OPTIONS)
-  const { inference } = grpcJs().loadPackageDefinition(definition) as unknown as { inference: { GRPCInferenceService: ServiceClientConstructor } }
-  const service = inference.GRPCInferenceService
-  service.service.ModelInfer.requestDeserialize = deserializeModelInfer
-  service.service.ModelStreamInfer.requestDeserialize = deserializeModelInfer
+/** The service with every request handed over as its bytes: the plugin's listener charges what a
+ * message will take before it decodes it (`receivedMessages`). */
+export function rawRequestsService (): ServiceClientConstructor {
+  const service = serviceOf(loadProtocol())
+  for (const method of Object.values(service.service)) method.requestDeserialize = (bytes: Buffer) => bytes
   return service
+}
+
+function serviceOf (definition: PackageDefinition): ServiceClientConstructor {
+  const { inference } = grpcJs().loadPackageDefinition(definition) as unknown as { inference: { GRPCInferenceService: ServiceClientConstructor } }
+  return inference.GRPCInferenceService
 }

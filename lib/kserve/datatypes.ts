@@ -58,15 +58,19 @@ export const exactElementCount = (shape: number[]): bigint => shape.reduce((coun
 export const maxJsonChars = (datatype: Exclude<Datatype, 'BYTES'>, count: number): number =>
   count * (FIXED_SIZE[datatype].jsonChars as number)
 
+/** True when `typedArrayOver` copies `bytes`: they are not aligned to the datatype's element size. */
+export const copiedOver = (datatype: Exclude<Datatype, 'BYTES'>, bytes: Uint8Array): boolean =>
+  bytes.byteOffset % FIXED_SIZE[datatype].array.BYTES_PER_ELEMENT !== 0
+
 /**
  * The elements held by `bytes` as the datatype's typed array. Zero-copy where the bytes are
  * aligned to the element size (the typed array shares their memory, shared memory included);
- * copied otherwise, as typed arrays cannot start at an unaligned offset.
+ * copied otherwise, as typed arrays cannot start at an unaligned offset (`copiedOver`).
  */
 export function typedArrayOver (datatype: Exclude<Datatype, 'BYTES'>, bytes: Uint8Array): TypedArray {
   const ArrayType = FIXED_SIZE[datatype].array
   const length = bytes.byteLength / ArrayType.BYTES_PER_ELEMENT
-  if (bytes.byteOffset % ArrayType.BYTES_PER_ELEMENT === 0) return new ArrayType(bytes.buffer, bytes.byteOffset, length)
+  if (!copiedOver(datatype, bytes)) return new ArrayType(bytes.buffer, bytes.byteOffset, length)
   // Not bytes.slice(): on a Buffer (a binary request body) it is a view, not a copy.
   return new ArrayType(new Uint8Array(bytes).buffer, 0, length)
 }

@@ -146,7 +146,8 @@ export class InferRequest {
         },
         finish: () => binary.finish()
       }
-      const context = { model: model.name, registry, binary: recorded, limits: this.limits, hold }
+      const charge = (bytes: number) => reservation?.charge(bytes)
+      const context = { model: model.name, registry, binary: recorded, limits: this.limits, hold, charge }
       this.inputs = body.inputs.map((input, index) =>
         readInput(input, specOfInput(model, input.name, input.datatype, input.shape), context, jsonData[index]))
       binary.finish()

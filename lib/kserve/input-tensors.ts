@@ -6,7 +6,7 @@ import type { Lease, SystemSharedMemoryRegistry } from '../../types'
 import type { Datatype, InferInputWire, InferLimits, Tensor, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
 import { bytesTensorFromJson, parseBytesTensor } from './bytes-tensor'
-import { elementBytes, exactElementCount, hasJsonForm, typedArrayFromJson, typedArrayOver } from './datatypes'
+import { copiedOver, elementBytes, exactElementCount, hasJsonForm, typedArrayFromJson, typedArrayOver } from './datatypes'
 import { Parameters } from './infer-wire'
 
 /** Where the inputs sent as bytes (not in shared memory) get them, one input after another. */
@@ -52,6 +52,8 @@ export interface InputContext {
   limits: Required<InferLimits>
   /** Keeps a lease until the response is finished. */
   hold(lease: Lease): void
+  /** Charges the request's share of the in-flight budget, before an allocation. */
+  charge(bytes: number): void
 }
 
 const SOURCES = ['data', 'binary_data_size', 'shared_memory_region'] as const
@@ -87,7 +89,10 @@ function fromBytes (input: InferInputWire, spec: TensorSpec, bytes: Uint8Array, 
   }
   const expected = exactElementCount(input.shape) * BigInt(bytesPerElement)
   if (BigInt(bytes.byteLength) !== expected) throw errors.inputByteSizeMismatch(input.name, context.model, expected, bytes.byteLength)
-  return { ...tensor, data: typedArrayOver(spec.datatype as Exclude<typeof spec.datatype, 'BYTES'>, bytes) }
+  const datatype = spec.datatype as Exclude<typeof spec.datatype, 'BYTES'>
+  // Bytes at an offset their typed array cannot start at (in a message, a body, a region) are copied.
+  if (copiedOver(datatype, bytes)) context.charge(bytes.byteLength)
+  return { ...tensor, data: typedArrayOver(datatype, bytes) }
 }
 
 /** Triton's deepest JSON `data` (its HTTP server's `HTTP_MAX_JSON_NESTING_DEPTH`): an element

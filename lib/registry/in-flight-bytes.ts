@@ -16,11 +16,16 @@ export const DEFAULT_MAX_IN_FLIGHT_BYTES = Math.min(GiB, Math.floor(getHeapStati
 
 export class InFlightBytes implements InFlightBudget {
   #held = 0
+  #peak = 0
 
   constructor (readonly maxBytes: number = DEFAULT_MAX_IN_FLIGHT_BYTES) {}
 
   get heldBytes (): number {
     return this.#held
+  }
+
+  get peakBytes (): number {
+    return this.#peak
   }
 
   open (): InFlightReservation {
@@ -32,6 +37,7 @@ export class InFlightBytes implements InFlightBudget {
     if (holding + bytes > this.maxBytes) throw errors.inFlightTooLarge(holding + bytes, this.maxBytes)
     if (this.#held + bytes > this.maxBytes) throw errors.serverBusy(this.#held, this.maxBytes, bytes)
     this.#held += bytes
+    this.#peak = Math.max(this.#peak, this.#held)
   }
 
   readonly #give = (bytes: number): void => {

@@ -8,6 +8,7 @@ import { once } from 'node:events'
 import http2 from 'node:http2'
 import { deflateSync, gzipSync } from 'node:zlib'
 import type { Test } from 'tap'
+import { bounded } from './sync'
 
 // Protocol buffers' wire format, as much of it as the tests write
 
@@ -136,4 +137,75 @@ export async function holdCallsOpen (raw: RawGrpc, request: Buffer): Promise<{ s
   unfinished.on('error', () => {})
   unfinished.write(Buffer.from([0, 0, 0, 1, 0]))
   return { stalled }
+}
+
+export interface RawStream {
+  /** Writes one framed message; `written` counts it once HTTP/2 has sent all of it. */
+  write(frame: Buffer): void
+  /** Messages whose bytes HTTP/2 has sent whole, and how many bytes those were. */
+  readonly written: { messages: number, bytes: number }
+  /** Messages of the answer received so far. */
+  readonly received: number
+  /** Resolves once `count` messages of the answer have arrived. */
+  until(count: number): Promise<void>
+  /** Half-closes the stream; resolves with its end once the server ended it. */
+  end(): Promise<RawAnswer>
+}
+
+/** A bidirectional call (ModelStreamInfer) over `raw`'s session: frames written as given (a
+ * compressed one's flag says so; `compression` is the call's encoding), answers counted, never
+ * decoded. The same frame may be written many times: it is sent from the caller's buffer. */
+export function rawStream (raw: RawGrpc, method: string, compression: Compression = 'identity'): RawStream {
+  const stream = raw.session.request({
+    ':method': 'POST',
+    ':path': `/inference.GRPCInferenceService/${method}`,
+    'content-type': 'application/grpc',
+    te: 'trailers',
+    ...(compression !== 'identity' && { 'grpc-encoding': compression })
+  })
+  const written = { messages: 0, bytes: 0 }
+  const answer: RawAnswer = { received: 0 }
+  const waiters: Array<{ count: number, resolve: () => void }> = []
+  let received = 0
+  // The answer's messages: each a 5-byte prefix, then as many bytes as it says.
+  let pending = Buffer.alloc(0)
+  stream.on('data', (chunk: Buffer) => {
+    answer.received += chunk.length
+    pending = Buffer.concat([pending, chunk])
+    while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
+      pending = pending.subarray(5 + pending.readUInt32BE(1))
+      received++
+    }
+    for (const waiter of waiters.filter(({ count }) => received >= count)) {
+      waiters.splice(waiters.indexOf(waiter), 1)
+      waiter.resolve()
+    }
+  })
+  const headers = (fields: http2.IncomingHttpHeaders) => {
+    if (fields['grpc-status'] === undefined) return
+    answer.status = Number(fields['grpc-status'])
+    answer.details = decodeURIComponent(String(fields['grpc-message'] ?? ''))
+  }
+  stream.on('response', headers)
+  stream.on('trailers', headers)
+  stream.on('error', (error: Error) => { answer.ended = (error as { code?: string }).code ?? error.message })
+  const closed = new Promise<RawAnswer>((resolve) => stream.on('close', () => resolve(answer)))
+  return {
+    write: (frame) => {
+      stream.write(frame, (error) => {
+        if (error !== undefined && error !== null) return
+        written.messages++
+        written.bytes += frame.length
+      })
+    },
+    written,
+    get received () { return received },
+    until: (count) => received >= count
+      ? Promise.resolve()
+      : bounded(new Promise<void>((resolve) => waiters.push({ count, resolve })), `${count} answers (${received} so far)`),
+    end: () => {
+      stream.end()
+      return bounded(closed, 'the end of the stream')
+    }
+  }
 }

@@ -18,6 +18,10 @@ export class WatchedBudget implements InFlightBudget {
     return this.budget.heldBytes
   }
 
+  get peakBytes (): number {
+    return this.budget.peakBytes
+  }
+
   open (): InFlightReservation {
     const reservation = this.budget.open()
     const watch = (bytes: number) => { this.most = Math.max(this.most, bytes) }
