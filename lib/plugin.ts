@@ -34,9 +34,14 @@ const plugin: FastifyPluginAsync<FastifyTritonShmOptions & LogOptions> = async (
       logger.info({ port: grpcListener.port }, 'KServe gRPC listening')
     })
   }
-  // The gRPC calls in flight end before the registry closes under them.
+  // The listener's stop begins with the app's (preClose): from then on new calls and new stream
+  // requests are refused at once, as Triton's are, while those in flight finish. The gRPC calls in
+  // flight end before the registry closes under them (onClose).
+  let grpcClosed: Promise<void> | undefined
+  const closeGrpc = () => (grpcClosed ??= grpcListener?.close() ?? Promise.resolve())
+  app.addHook('preClose', async () => { closeGrpc().catch(() => {}) })
   app.addHook('onClose', async () => {
-    await grpcListener?.close()
+    await closeGrpc()
     registry.close()
   })
   await app.register(sharedMemoryRoutes, { prefix, logLevel, logSerializers, api, openapi })

@@ -505,6 +505,37 @@ t.test('app.close() with a stream open: its request in flight is answered, the s
   t.not((await stalled.status).code, status.OK, 'the stalled stream was cancelled, and the app closed')
 })
 
+t.test('from the moment app.close() is called, a stream refuses new requests with Triton\'s text, while an HTTP request still runs', async (t) => {
+  const gate = new Gate(false)
+  const table = new ModelTable([gatedSum('slow', gate), simpleDeclaration])
+  const app = Fastify()
+  await app.register(fastifyTritonShm, { grpc: { port: 0, models: table } })
+  await app.register(kserveModels, { models: table })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const { port } = app.server.address() as { port: number }
+  // A stream request in flight keeps the stream open; an HTTP one keeps the app's close from
+  // reaching its onClose hooks.
+  const stream = streamClient(t, app.tritonGrpc.port as number)
+  stream.write(rawSum('slow', 'before', 0))
+  const held = fetch(`http://127.0.0.1:${port}/v2/models/slow/infer`, {
+    method: 'POST',
+    body: JSON.stringify({ inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], data: range(16) })) })
+  })
+  await gate.untilHeld(2)
+  const closed = app.close()
+  const holding = app.systemSharedMemory.inFlight.heldBytes
+  stream.write(rawSum('simple', 'after', 0))
+  // Read (each message is charged as it arrives) before anything is let go; its answer waits for the
+  // one before it, as a stream answers in order.
+  await eventually(() => app.systemSharedMemory.inFlight.heldBytes > holding, 'the second request read')
+  gate.open()
+  const [before, refused] = await stream.until(2)
+  t.ok(ok(before), 'the request in flight answered')
+  t.same([refused.infer_response.id, refused.error_message], ['after', 'GRPC server is shutting down and has stopped accepting new requests.'])
+  t.equal((await held).status, 200, 'the HTTP request in flight finished')
+  await closed
+})
+
 t.test('over the plugin\'s listener each request is charged to the in-flight budget: a costly message or a busy server answers error_message, the stream goes on, a flood holds one response at a time', async (t) => {
   const sent = new Counter()
   const app = Fastify()
