@@ -14,15 +14,25 @@ export interface ModelTableOptions {
   log?: RepositoryLogger
 }
 
+const TABLE = 'fastify-triton-shm model table'
+
 const problemOf = validatorOf({
   type: 'object',
   additionalProperties: false,
   properties: {
     repository: {
-      anyOf: [
-        { type: 'boolean' },
-        { type: 'object', additionalProperties: false, properties: { allowOverrides: { type: 'boolean' } } }
-      ]
+      // An object's own problem is named, not that it is no boolean.
+      if: { type: 'object' },
+      then: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          allowOverrides: { type: 'boolean' },
+          controlMode: { enum: ['none', 'explicit'] },
+          startupModels: { type: 'array', items: { type: 'string' } }
+        }
+      },
+      else: { type: 'boolean' }
     },
     processStatistics: { type: 'boolean' },
     log: { type: 'object', required: ['error'], properties: { error: { isFunction: true } } }
@@ -32,6 +42,11 @@ const problemOf = validatorOf({
 /** Returns the options if they are valid; throws `ERR_SHM_INVALID_OPTION` naming the wrong one otherwise. */
 export function checkTableOptions (options: ModelTableOptions): ModelTableOptions {
   const problem = problemOf(options)
-  if (problem !== undefined) throw errors.invalidOption('fastify-triton-shm model table', describeOptionProblem(problem))
+  if (problem !== undefined) throw errors.invalidOption(TABLE, describeOptionProblem(problem))
+  const { repository } = options
+  // As Triton refuses --load-model without --model-control-mode=explicit.
+  if (typeof repository === 'object' && repository.startupModels !== undefined && repository.controlMode === 'none') {
+    throw errors.invalidOption(TABLE, "option 'repository.startupModels' needs option 'repository.controlMode' to be 'explicit'")
+  }
   return options
 }
