@@ -126,12 +126,11 @@ export class ModelRepository {
     if (options.startupModels !== undefined) this.#startWith(options.startupModels)
   }
 
-  /** Leaves every model but `startupModels` unloaded, as a client's unload would (no hook runs:
-   * the host made each model when it declared it). Every process of a service is made with the
-   * same list, so a model none loaded since is unloaded in each without a record in the store. */
+  /** Leaves every model but `startupModels` (declared ones: the table's options are checked)
+   * unloaded, as a client's unload would (no hook runs: the host made each model when it declared
+   * it). Every process of a service is made with the same list, so a model none loaded since is
+   * unloaded in each without a record in the store. */
   #startWith (startupModels: string[]): void {
-    const undeclared = startupModels.find((name) => this.#versionsOf(name) === undefined)
-    if (undeclared !== undefined) throw errors.invalidOption(TABLE, `option 'repository.startupModels' names '${undeclared}', which the table does not declare`)
     for (const name of this.#names()) {
       if (startupModels.includes(name)) continue
       Object.assign(this.#state(name), { loaded: false, reason: UNLOADED })
@@ -350,9 +349,6 @@ export class ModelRepository {
     call.end({ head: applied, parts: [] })
   }
 }
-
-/** Who names the options that are wrong. */
-const TABLE = 'fastify-triton-shm model table'
 
 /** The outcome of a record applied at once. */
 const SERVED: Promise<HookFailure | undefined> = Promise.resolve(undefined)

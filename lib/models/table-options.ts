@@ -39,14 +39,19 @@ const problemOf = validatorOf({
   }
 })
 
-/** Returns the options if they are valid; throws `ERR_SHM_INVALID_OPTION` naming the wrong one otherwise. */
-export function checkTableOptions (options: ModelTableOptions): ModelTableOptions {
+/** Returns the options of a table of the models `declared` if they are valid; throws
+ * `ERR_SHM_INVALID_OPTION` naming the wrong one otherwise. */
+export function checkTableOptions (options: ModelTableOptions, declared: string[]): ModelTableOptions {
   const problem = problemOf(options)
   if (problem !== undefined) throw errors.invalidOption(TABLE, describeOptionProblem(problem))
   const { repository } = options
+  if (typeof repository !== 'object' || repository.startupModels === undefined) return options
+  const { controlMode, startupModels } = repository
   // As Triton refuses --load-model without --model-control-mode=explicit.
-  if (typeof repository === 'object' && repository.startupModels !== undefined && repository.controlMode === 'none') {
+  if (controlMode === 'none') {
     throw errors.invalidOption(TABLE, "option 'repository.startupModels' needs option 'repository.controlMode' to be 'explicit'")
   }
+  const undeclared = startupModels.find((name) => !declared.includes(name))
+  if (undeclared !== undefined) throw errors.invalidOption(TABLE, `option 'repository.startupModels' names '${undeclared}', which the table does not declare`)
   return options
 }
