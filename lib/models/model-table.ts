@@ -143,7 +143,7 @@ export class ModelTable {
       })))
       this.#models.set(name, known.sort(byVersion))
     }
-    const { repository = false, processStatistics = false, log } = checkTableOptions(options)
+    const { repository = false, processStatistics = false, log } = checkTableOptions(options, [...this.#models.keys()])
     this.#servesRepository = repository !== false
     this.#processStatistics = processStatistics
     this.#log = log
