@@ -137,14 +137,12 @@ export class InferRequest {
       checkInputNames(body, model)
       checkBatch(body, model)
       const taken = this.#inputBytes
-      const recorded: InputBytes = {
-        byteLength: binary.byteLength,
+      const recorded: Pick<InputBytes, 'take'> = {
         take: (input, byteSize) => {
           const inputBytes = binary.take(input, byteSize)
           taken.push(inputBytes)
           return inputBytes
-        },
-        finish: () => binary.finish()
+        }
       }
       const charge = (bytes: number) => reservation?.charge(bytes)
       const context = { model: model.name, registry, binary: recorded, limits: this.limits, hold, charge }

@@ -48,7 +48,8 @@ export class BinaryCursor implements InputBytes {
 export interface InputContext {
   model: string
   registry: SystemSharedMemoryRegistry
-  binary: InputBytes
+  /** Where the inputs that declare `binary_data_size` take their bytes, in order. */
+  binary: Pick<InputBytes, 'take'>
   limits: Required<InferLimits>
   /** Keeps a lease until the response is finished. */
   hold(lease: Lease): void
