@@ -100,8 +100,9 @@ export function identityModels (): Model[] {
     identityModel({ name: 'identity_int32', datatype: 'INT32', dims: [-1], maxBatchSize: 0 }),
     // L0_parameters' copy of its identity_fp32 in BYTES, for the classification test (the FP32 one is ONNX).
     identityModel({ name: 'identity_bytes', datatype: 'BYTES', dims: [-1], maxBatchSize: 64 }),
-    // L0_string_io's string_identity (its test.sh sets dims [ 8 ]); L0_parameters' identity.
-    identityModel({ name: 'string_identity', datatype: 'BYTES', dims: [8], maxBatchSize: 0 }),
+    // string_identity as L0_grpc configures it (dims [ -1 ]; L0_string_io's [ 8 ] requests fit
+    // it); L0_parameters' identity.
+    identityModel({ name: 'string_identity', datatype: 'BYTES', dims: [-1], maxBatchSize: 0 }),
     identityModel({ name: 'identity', datatype: 'FP32', dims: [1], maxBatchSize: 0 })
   ]
 }

@@ -51,7 +51,7 @@ t.test('zero-sized tensors through the QA identities, over HTTP and gRPC; their 
 
   for (const [model, batch, datatype, dims] of [
     ['onnx_zero_1_float32', 8, 'TYPE_FP32', [-1]], ['onnx_nobatch_zero_3_object', 0, 'TYPE_STRING', [-1, -1]], ['onnx_zero_1_float16', 8, 'TYPE_FP16', [-1, -1]],
-    ['onnx_zero_1_object_1_element', 8, 'TYPE_STRING', [1]], ['custom_zero_1_float32', 1, 'TYPE_FP32', [1]], ['string_identity', 0, 'TYPE_STRING', [8]],
+    ['onnx_zero_1_object_1_element', 8, 'TYPE_STRING', [1]], ['custom_zero_1_float32', 1, 'TYPE_FP32', [1]], ['string_identity', 0, 'TYPE_STRING', [-1]],
     ['identity_bytes', 64, 'TYPE_STRING', [-1]], ['identity_fp32', 64, 'TYPE_FP32', [-1]]
   ] as const) {
     const { max_batch_size: maxBatch, input: [input] } = await config(app, model)
