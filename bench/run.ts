@@ -71,7 +71,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     sharedStatistics: { rounds: 6, secondsPerRun: 1.5, connections: 4, pipelining: 4, warmupRequests: 4000 },
     grpc: { tensorBytes: 4 * MiB, rounds: 2, secondsPerRun: 1, connections: 2 },
     grpcStream: { rounds: 2, secondsPerRun: 1 },
-    workers: { rounds: 2, secondsPerRun: 1.5, connections: 16, pipelining: 4 }
+    workers: { rounds: 2, secondsPerRun: 1.5, connections: 16, pipelining: 4, warmupRequests: 3000 }
   },
   full: {
     mode: 'full',
@@ -88,7 +88,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     sharedStatistics: { rounds: 8, secondsPerRun: 4, connections: 4, pipelining: 4, warmupRequests: 10000 },
     grpc: { tensorBytes: 4 * MiB, rounds: 4, secondsPerRun: 3, connections: 2 },
     grpcStream: { rounds: 4, secondsPerRun: 3 },
-    workers: { rounds: 4, secondsPerRun: 3, connections: 16, pipelining: 4 }
+    workers: { rounds: 4, secondsPerRun: 3, connections: 16, pipelining: 4, warmupRequests: 10000 }
   }
 }
 

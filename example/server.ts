@@ -14,16 +14,21 @@
  *
  * WORKERS=4 runs it as 4 node:cluster workers on one port sharing one registry (./cluster.ts).
  * It also serves its API in a browser at /documentation (Swagger UI).
+ *
+ * It takes tritonserver's own options too (./server-flags.ts), each winning over its variable:
+ *
+ *   npm run example:server -- --http-port=8000 --model-control-mode=explicit --load-model=simple
  */
 import cluster from 'node:cluster'
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, {
   apiFrameworkErrors, type ClientShmAccess, type InferRequest, kserveErrorHandler, kserveModels, ModelTable, tritonMetricsPlugin
 } from '../lib/index'
-import type { ModelDeclaration, SharedRegistryOptions } from '../lib/index'
+import type { ModelDeclaration, ModelRepositoryOptions, SharedRegistryOptions } from '../lib/index'
 import { runPrimary, workerCount } from './cluster'
 import { registerDocumentation } from './documentation'
 import { loadModels, type Model, run } from './models'
+import { parseServerFlags, type ServerFlags } from './server-flags'
 import { version } from '../package.json'
 
 export interface ServerOptions {
@@ -50,8 +55,11 @@ export interface ServerOptions {
   grpcPort?: number
   grpcHost?: string
   /** Also serve the metrics on this port, as Triton does on 8002 (0: any free port), on
-   * `grpcHost`'s address. Default: at /metrics of the HTTP port only. */
+   * `metricsHost` (default: `grpcHost`'s address). Default: at /metrics of the HTTP port only. */
   metricsPort?: number
+  metricsHost?: string
+  /** Serve Triton's metrics at all (default true; Triton's --allow-metrics). */
+  metrics?: boolean
   /** Triton's `summary_latencies`: the metrics' summaries (default false). */
   metricsSummaries?: boolean
   /** With `sharedRegistry`, count statistics in this process only (default false: the whole service's). */
@@ -62,6 +70,11 @@ export interface ServerOptions {
   clientShmAccess?: ClientShmAccess
   /** What all infer requests in flight may hold together (the plugin's default: 1 GiB). */
   maxInFlightBytes?: number
+  /** The model table's repository options: Triton's model control mode and the models loaded at
+   * startup (default: explicit, every model loaded). */
+  repository?: ModelRepositoryOptions
+  /** The plugin's restricted shared memory API (default: open). */
+  restrictedApi?: { header: string, value: string }
   fastify?: FastifyServerOptions
 }
 
@@ -110,12 +123,13 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   const models = options.models ?? await loadModels()
   // One table: HTTP and gRPC serve the same models, and the model repository extension.
   const table = new ModelTable([...models.values()].map((model) => declarationOf(model, options.modelDelayMs ?? 0)),
-    { repository: true, log: app.log, processStatistics: options.processStatistics ?? false })
+    { repository: options.repository ?? true, log: app.log, processStatistics: options.processStatistics ?? false })
   if (options.documentation === true) await registerDocumentation(app)
   await app.register(fastifyTritonShm, {
     ...(options.allowClientShm !== undefined && { allowClientShm: options.allowClientShm }),
     ...(options.clientShmAccess !== undefined && { clientShmAccess: options.clientShmAccess }),
     ...(options.maxInFlightBytes !== undefined && { maxInFlightBytes: options.maxInFlightBytes }),
+    ...(options.restrictedApi !== undefined && { restrictedApi: options.restrictedApi }),
     ...(options.sharedRegistry !== undefined && { sharedRegistry: options.sharedRegistry }),
     ...(options.grpcPort !== undefined && {
       grpc: { host: options.grpcHost, port: options.grpcPort, models: table, server: { name: SERVER_NAME, version } }
@@ -130,10 +144,11 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     jsonLimit: options.jsonLimit,
     ...(options.beforeModel !== undefined && { beforeRun: options.beforeModel })
   })
+  if (options.metrics === false) return app
   await app.register(tritonMetricsPlugin, { models: table, summaries: options.metricsSummaries ?? false })
   if (options.metricsPort !== undefined) {
-    const { metricsPort, grpcHost = '127.0.0.1' } = options
-    app.addHook('onReady', () => listenMetrics(app, grpcHost, metricsPort))
+    const { metricsPort, grpcHost = '127.0.0.1', metricsHost = grpcHost } = options
+    app.addHook('onReady', () => listenMetrics(app, metricsHost, metricsPort))
   }
   return app
 }
@@ -147,30 +162,49 @@ function envSwitch (name: string, fallback: boolean): boolean {
   throw new Error(`${name} must be true or false, not '${value}'`)
 }
 
+/** The service's options from tritonserver's `flags`, each winning over its environment variable. */
+function optionsOf (flags: ServerFlags): ServerOptions {
+  const host = process.env.HOST ?? '127.0.0.1'
+  // Set by the primary for its workers.
+  const storePath = process.env.SHARED_REGISTRY_PATH
+  const metricsPort = flags.metricsPort ?? (process.env.METRICS_PORT === undefined ? undefined : Number(process.env.METRICS_PORT))
+  return {
+    modelDelayMs: Number(process.env.EXAMPLE_MODEL_DELAY_MS ?? 0),
+    requestTimeoutMs: process.env.EXAMPLE_REQUEST_TIMEOUT_MS === undefined ? undefined : Number(process.env.EXAMPLE_REQUEST_TIMEOUT_MS),
+    sharedRegistry: storePath === undefined ? undefined : { path: storePath },
+    documentation: true,
+    grpcHost: flags.grpcHost ?? host,
+    ...(flags.grpc !== false && { grpcPort: flags.grpcPort ?? Number(process.env.GRPC_PORT ?? 8001) }),
+    ...(metricsPort !== undefined && { metricsPort }),
+    metricsHost: flags.metricsHost ?? host,
+    metrics: flags.metrics ?? true,
+    metricsSummaries: envSwitch('METRICS_SUMMARIES', false),
+    allowClientShm: flags.allowClientShm ?? envSwitch('ALLOW_CLIENT_SHM', true),
+    ...(process.env.CLIENT_SHM_ACCESS !== undefined && { clientShmAccess: process.env.CLIENT_SHM_ACCESS as ClientShmAccess }),
+    ...(flags.repository !== undefined && { repository: flags.repository }),
+    ...(flags.jsonLimit !== undefined && { jsonLimit: flags.jsonLimit }),
+    ...(flags.restrictedApi !== undefined && { restrictedApi: flags.restrictedApi }),
+    fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
+  }
+}
+
 async function main () {
+  let flags: ServerFlags
   let workers: number
   try {
+    // Read by the primary before any worker starts, so a refused option is said once; each worker
+    // reads the same arguments (node:cluster starts it with them) and takes the same options.
+    flags = parseServerFlags(process.argv.slice(2))
     workers = workerCount(process.env.WORKERS)
   } catch (error) {
     console.error((error as Error).message)
     process.exit(1)
   }
   if (workers > 1 && cluster.isPrimary) return runPrimary(workers)
-  // Set by the primary for its workers.
-  const storePath = process.env.SHARED_REGISTRY_PATH
-  const app = await buildServer({
-    modelDelayMs: Number(process.env.EXAMPLE_MODEL_DELAY_MS ?? 0),
-    requestTimeoutMs: process.env.EXAMPLE_REQUEST_TIMEOUT_MS === undefined ? undefined : Number(process.env.EXAMPLE_REQUEST_TIMEOUT_MS),
-    sharedRegistry: storePath === undefined ? undefined : { path: storePath },
-    documentation: true,
-    grpcHost: process.env.HOST ?? '127.0.0.1',
-    grpcPort: Number(process.env.GRPC_PORT ?? 8001),
-    ...(process.env.METRICS_PORT !== undefined && { metricsPort: Number(process.env.METRICS_PORT) }),
-    metricsSummaries: envSwitch('METRICS_SUMMARIES', false),
-    allowClientShm: envSwitch('ALLOW_CLIENT_SHM', true),
-    ...(process.env.CLIENT_SHM_ACCESS !== undefined && { clientShmAccess: process.env.CLIENT_SHM_ACCESS as ClientShmAccess }),
-    fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
-  })
+  const app = await buildServer(optionsOf(flags))
+  if (flags.modelRepositories.length > 0) {
+    app.log.info({ modelRepository: flags.modelRepositories }, 'the example\'s models are code: the model repository is not read')
+  }
   let closing = false
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     // The first signal stops the server; every later one is ignored, never left to the default
@@ -183,7 +217,13 @@ async function main () {
       app.close().then(() => process.exit(0), () => process.exit(1))
     })
   }
-  await app.listen({ host: process.env.HOST ?? '127.0.0.1', port: Number(process.env.PORT ?? 8000) })
+  if (flags.http === false) {
+    // Triton's --allow-http=false: gRPC and the metrics port are served (bound once the app is ready), HTTP not.
+    await app.ready()
+    app.log.info('HTTP not served (--allow-http=false)')
+    return
+  }
+  await app.listen({ host: flags.httpHost ?? process.env.HOST ?? '127.0.0.1', port: flags.httpPort ?? Number(process.env.PORT ?? 8000) })
 }
 
 if (require.main === module) {

@@ -438,6 +438,18 @@ export const modelVersionNotReady = answered('ERR_SHM_MODEL_NOT_READY', 'unavail
 export const loadUnknownModel = answered('ERR_SHM_LOAD_UNKNOWN_MODEL', 'internal', (model: string) =>
   `failed to load '${model}', failed to poll from model repository`)
 
+/** Triton's INVALID_ARG for a name to load that is blank once its whitespace is trimmed. */
+export const modelNameEmpty = invalid('ERR_SHM_MODEL_NAME_EMPTY', () =>
+  'Model name cannot be empty. Please enter a valid name to deploy.')
+
+/** Triton's INVALID_ARG for a name to load that could reach outside its repository (`..`, or a `/`). */
+export const modelNameTraversal = invalid('ERR_SHM_MODEL_NAME_TRAVERSAL', (model: string) =>
+  `invalid model name '${model}', model name must not contain path traversal characters`)
+
+/** Triton's UNAVAILABLE for a load or an unload in model control mode `none` (its default). */
+export const modelControlDisabled = answered('ERR_SHM_MODEL_CONTROL_DISABLED', 'unavailable', () =>
+  'explicit model load / unload is not allowed if polling is enabled')
+
 export const loadFailed = invalid('ERR_SHM_LOAD_FAILED', (model: string, version: string, reason: string) =>
   `load failed for model '${model}': version ${version} is at UNAVAILABLE state: ${reason};`)
 

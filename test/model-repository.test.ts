@@ -246,7 +246,8 @@ t.test('a table joining a service applies what its store holds', async (t) => {
 
 t.test('the table\'s options are checked', async (t) => {
   t.throws(() => new ModelTable([], { repository: 'yes' } as never), { code: 'ERR_SHM_INVALID_OPTION', message: /^fastify-triton-shm model table: option 'repository'/ })
-  t.throws(() => new ModelTable([], { repository: { allow: true } } as never), { message: /^fastify-triton-shm model table: option 'repository'/ })
+  t.throws(() => new ModelTable([], { repository: 'yes' } as never), { message: "fastify-triton-shm model table: option 'repository' must be boolean" })
+  t.throws(() => new ModelTable([], { repository: { allow: true } } as never), { message: "fastify-triton-shm model table: unknown option 'repository.allow'" })
   t.throws(() => new ModelTable([], { log: {} } as never), { message: /option 'log' must have required property 'error'/ })
   t.throws(() => new ModelTable([], { colour: 'blue' } as never), { message: "fastify-triton-shm model table: unknown option 'colour'" })
   t.throws(() => new ModelTable([model('m', { load: 'no' as never })]), { code: 'ERR_SHM_INVALID_MODEL_DECLARATION', message: /'load' must be a function/ })
@@ -280,4 +281,93 @@ t.test('a request that finds another process\'s load waits for this process\'s h
   await load
   t.equal(serving.isModelReady('m'), true, 'the load returned once the other process serves the model')
   t.equal(await answer, 'ok')
+})
+
+t.test('a name to load is checked as Triton checks it: blank, or one that could traverse a path, before the model is looked up', async (t) => {
+  const calls: string[] = []
+  const table = new ModelTable([model('m', { load: () => { calls.push('load') } }), model('..my_model')], { repository: true })
+  for (const name of ['', ' ', '   ', '\t', '\n', '\r', '\f', '\v', ' \t \n ']) {
+    await t.rejects(table.load(name), { code: 'ERR_SHM_MODEL_NAME_EMPTY', kind: 'invalid', message: 'Model name cannot be empty. Please enter a valid name to deploy.' },
+      JSON.stringify(name))
+  }
+  for (const name of ['../etc', 'a/../b', '../../etc/passwd', 'model/..', '..', '/etc/passwd', 'model/subdir', 'model/', ' ..', '.. ', 'm/']) {
+    await t.rejects(table.load(name), {
+      code: 'ERR_SHM_MODEL_NAME_TRAVERSAL',
+      kind: 'invalid',
+      message: `invalid model name '${name}', model name must not contain path traversal characters`
+    }, `${JSON.stringify(name)}, named as sent`)
+  }
+  for (const name of ['model.version1', '...', 'model..1', '\u00a0', 'a\\..\\b']) {
+    await t.rejects(table.load(name), { code: 'ERR_SHM_LOAD_UNKNOWN_MODEL' }, `${JSON.stringify(name)}: a name Triton takes (C's whitespace only is trimmed)`)
+  }
+  await table.load('..my_model')
+  await table.load(' m '.trim())
+  t.same(calls, ['load'], 'a valid name loads')
+  await table.unload('../etc')
+  await table.unload('')
+  t.same(states(table), ['..my_model/1 READY', 'm/1 READY'], 'an unload checks no name, as Triton\'s: an unknown one succeeds')
+})
+
+t.test('control mode none: the index is served, load and unload are refused with Triton\'s UNAVAILABLE, before any other check', async (t) => {
+  const calls: string[] = []
+  const table = new ModelTable([model('m', { load: () => { calls.push('load') }, unload: () => { calls.push('unload') } })],
+    { repository: { controlMode: 'none', allowOverrides: false } })
+  t.equal(table.servesRepository, true)
+  t.same(states(table), ['m/1 READY'])
+  const refused = { code: 'ERR_SHM_MODEL_CONTROL_DISABLED', kind: 'unavailable', message: 'explicit model load / unload is not allowed if polling is enabled' }
+  for (const name of ['m', 'nope', '', '../etc']) {
+    await t.rejects(table.load(name, { config: '{}', files: {} }), refused, `load ${JSON.stringify(name)}`)
+    await t.rejects(table.unload(name), refused, `unload ${JSON.stringify(name)}`)
+  }
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(calls, [], 'no hook ran')
+  t.same(states(table), ['m/1 READY'], 'nothing changed')
+  const explicit = new ModelTable([model('m')], { repository: { controlMode: 'explicit' } })
+  await explicit.unload('m')
+  t.same(states(explicit), ['m/1 UNAVAILABLE (unloaded)'], 'explicit: served, as without the option')
+})
+
+t.test('startupModels: the others start unloaded, load on request, and keep the server ready', async (t) => {
+  const calls: string[] = []
+  const table = new ModelTable([model('a', { load: () => { calls.push('load a') }, unload: () => { calls.push('unload a') } }), model('b'), model('c')],
+    { repository: { controlMode: 'explicit', startupModels: ['b'] } })
+  t.same(states(table), ['a/1 UNAVAILABLE (unloaded)', 'b/1 READY', 'c/1 UNAVAILABLE (unloaded)'])
+  t.equal(await inferrer(t)(table, 'a'), "Request for unknown model: 'a' has no available versions")
+  t.equal(table.isReady(), true, 'models left out at startup keep no server from being ready')
+  t.same(table.metricVersions().map(({ name }) => name), ['b'])
+  await table.load('a')
+  t.same(calls, ['load a'], 'no unload hook ran at startup; the load runs its hook')
+  t.same(states(table, true), ['a/1 READY', 'b/1 READY'])
+  t.same(states(new ModelTable([model('a')], { repository: { startupModels: [] } })), ['a/1 UNAVAILABLE (unloaded)'], 'an empty list loads none')
+
+  t.throws(() => new ModelTable([model('a')], { repository: { startupModels: ['a', 'nope'] } }), {
+    code: 'ERR_SHM_INVALID_OPTION',
+    message: "fastify-triton-shm model table: option 'repository.startupModels' names 'nope', which the table does not declare"
+  })
+  t.throws(() => new ModelTable([model('a')], { repository: { controlMode: 'none', startupModels: ['a'] } }), {
+    code: 'ERR_SHM_INVALID_OPTION',
+    message: "fastify-triton-shm model table: option 'repository.startupModels' needs option 'repository.controlMode' to be 'explicit'"
+  })
+  t.throws(() => new ModelTable([], { repository: { controlMode: 'poll' } } as never), { message: /option 'repository.controlMode' must be equal to one of the allowed values/ })
+  t.throws(() => new ModelTable([], { repository: { startupModels: 'a' } } as never), { message: /option 'repository.startupModels' must be array/ })
+})
+
+t.test('startupModels with a shared registry: a process that joins leaves out the same models, and applies the loads made since', async (t) => {
+  const store = storePath(t)
+  const registries = [0, 1].map(() => new Registry({ sharedRegistry: { path: store, checkIntervalMs: 1000 } }))
+  t.teardown(() => registries.forEach((registry) => registry.close()))
+  const calls: string[] = []
+  const tableOf = (tag: string) => {
+    const table = new ModelTable([model('a', { load: () => { calls.push(`${tag} load a`) } }), model('b'), model('c')],
+      { repository: { startupModels: ['b'] } })
+    return table
+  }
+  const first = tableOf('first')
+  first.serveWith(registries[0])
+  await first.load('a')
+  const second = tableOf('second')
+  second.serveWith(registries[1])
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(states(second), ['a/1 READY', 'b/1 READY', 'c/1 UNAVAILABLE (unloaded)'], 'a loaded since startup, c left out, in the process that joins')
+  t.same(calls, ['first load a', 'second load a'], 'the joining process ran the load hook of the model it did not load at startup')
 })

@@ -9,6 +9,7 @@ import t, { type Test } from 'tap'
 import fastifyTritonShm, { kserveModels, type ModelDeclaration, ModelTable, type ModelTableOptions } from '../lib/index'
 import { GRPC_LOADER_OPTIONS, PROTO_PATH, repositoryHandlers } from '../lib/grpc'
 import { grpcClient, startServer } from './helpers/grpc'
+import { rawRequest } from './helpers/http'
 
 const tensor = (name: string) => ({ name, datatype: 'INT32' as const, shape: [2] })
 const calls: string[] = []
@@ -40,7 +41,7 @@ async function serve (t: Test, options: ModelTableOptions = { repository: { allo
     const response = await fetch(url + path, { method: 'POST', body, headers })
     return { status: response.status, type: response.headers.get('content-type'), body: await response.text() }
   }
-  return { table, post, url, grpc: grpcClient(t, app.tritonGrpc.port as number) }
+  return { table, post, url, port: new URL(url).port, grpc: grpcClient(t, app.tritonGrpc.port as number) }
 }
 
 const error = (message: string) => JSON.stringify({ error: message })
@@ -183,4 +184,56 @@ t.test('a host\'s own grpc-js server serves the RPCs with repositoryHandlers', a
   const client = grpcClient(t, await startServer(t, repositoryHandlers(table)))
   t.same(await client.call('RepositoryModelUnload', { model_name: 'plain' }), {})
   t.same((await client.call('RepositoryIndex', { ready: true })).models.map(({ name }: { name: string }) => name), ['hooked', 'hooked'])
+})
+
+const TRAVERSAL = 'model name must not contain path traversal characters'
+const EMPTY = 'Model name cannot be empty. Please enter a valid name to deploy.'
+
+t.test('a name to load is checked as Triton checks it, over HTTP and gRPC: INVALID_ARG, an unload checks none', async (t) => {
+  const { port, grpc } = await serve(t)
+  // Sent as they are: a URL parser would resolve `..`, which Triton's clients send percent-encoded or not.
+  const http = async (path: string) => {
+    const { statusCode, body } = await rawRequest(Number(port), 'POST', path)
+    return { statusCode, body: JSON.parse(body || '{}') }
+  }
+  for (const [segment, name] of [['..%2Fetc', '../etc'], ['%2Fetc%2Fpasswd', '/etc/passwd'], ['..', '..'], ['model%2F..', 'model/..'], ['%20..', ' ..']]) {
+    t.same(await http(`/v2/repository/models/${segment}/load`), { statusCode: 400, body: { error: `invalid model name '${name}', ${TRAVERSAL}` } }, `HTTP load ${segment}`)
+    t.same(await http(`/v2/repository/models/${segment}/unload`), { statusCode: 200, body: {} }, `HTTP unload ${segment}: no check, an unknown model`)
+  }
+  for (const segment of ['%20', '%09%0A%20']) {
+    t.same(await http(`/v2/repository/models/${segment}/load`), { statusCode: 400, body: { error: EMPTY } }, `HTTP load ${segment}`)
+  }
+  t.same(await http('/v2/repository/models/..my_model/load'), { statusCode: 500, body: { error: "failed to load '..my_model', failed to poll from model repository" } },
+    'a name with dots that traverses nothing is looked up')
+
+  for (const name of ['../etc', 'a/../b', '..', '/etc/passwd', 'model/', '.. ']) {
+    t.match(await grpc.fail('RepositoryModelLoad', { model_name: name }), { code: 3, details: `invalid model name '${name}', ${TRAVERSAL}` }, `gRPC load ${JSON.stringify(name)}`)
+    t.same(await grpc.call('RepositoryModelUnload', { model_name: name }), {}, `gRPC unload ${JSON.stringify(name)}`)
+  }
+  for (const name of ['', ' ', '\t', ' \t \n ']) {
+    t.match(await grpc.fail('RepositoryModelLoad', { model_name: name }), { code: 3, details: EMPTY }, `gRPC load ${JSON.stringify(name)}`)
+  }
+  t.match(await grpc.fail('RepositoryModelLoad', { model_name: 'model..1' }), { code: 13, details: "failed to load 'model..1', failed to poll from model repository" })
+  t.same(calls, [], 'no hook ran')
+})
+
+t.test('control mode none, over HTTP and gRPC: the index served, load and unload refused with Triton\'s UNAVAILABLE', async (t) => {
+  const { post, grpc, url } = await serve(t, { repository: { controlMode: 'none' } })
+  const index = await post('/v2/repository/index')
+  t.equal(index.status, 200)
+  t.same(JSON.parse(index.body).map(({ name }: { name: string }) => name), ['hooked', 'hooked', 'plain'])
+  t.same((await grpc.call('RepositoryIndex', { ready: true })).models.map(({ name }: { name: string }) => name), ['hooked', 'hooked', 'plain'])
+  const refused = { status: 503, type: 'application/json', body: error('explicit model load / unload is not allowed if polling is enabled') }
+  for (const name of ['hooked', 'nope', '..%2Fetc']) {
+    for (const action of ['load', 'unload']) t.same(await post(`/v2/repository/models/${name}/${action}`), refused, `HTTP ${action} ${name}`)
+  }
+  for (const name of ['hooked', 'nope', '', '../etc']) {
+    for (const method of ['RepositoryModelLoad', 'RepositoryModelUnload']) {
+      t.match(await grpc.fail(method, { model_name: name }), { code: 14, details: 'explicit model load / unload is not allowed if polling is enabled' }, `${method} ${JSON.stringify(name)}`)
+    }
+  }
+  t.same(calls, [], 'no hook ran')
+  t.equal((await fetch(`${url}/v2/models/hooked/ready`)).status, 200, 'every model still served')
+  const extensions = (await (await fetch(`${url}/v2`)).json() as { extensions: string[] }).extensions
+  t.ok(extensions.includes('model_repository'), 'the extension is listed, as Triton lists it in every mode')
 })

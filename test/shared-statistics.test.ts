@@ -240,7 +240,7 @@ t.test('a store damaged under the processes: requests are served from what was r
   t.equal(await infer(1), 'ok', 'a request that needs no shared memory is served')
   t.same(table.index(), [{ name: 'm', version: '1', state: 'READY' }])
   t.equal(table.metricVersions()[0].totals().pending, 0, 'the gauge, of this process alone')
-  t.throws(() => table.unload('m'), { code: 'ERR_SHM_STORE_FAILED' }, 'a change cannot be made')
+  await t.rejects(table.unload('m'), { code: 'ERR_SHM_STORE_FAILED' }, 'a change cannot be made')
 })
 
 t.test('a block whose writer died in the middle of a change is read as it is, after a bounded number of tries', async (t) => {

@@ -5,7 +5,8 @@
  * store every process of the service reads, so a model one process unloads is unloaded in all of
  * them, each running its own hooks (`load`, `unload` of the declaration) for its own copy.
  *
- * Every model starts loaded (the host loaded it when it declared it). An unloaded model answers
+ * Every model starts loaded (the host loaded it when it declared it), but those the table's
+ * `startupModels` leave out, as Triton's `--load-model`. An unloaded model answers
  * Triton's errors for requests (`... has no available versions`, `... is not at ready state`) and
  * is not ready; it does not keep the server from being ready, as in Triton.
  */
@@ -14,6 +15,11 @@ import * as errors from '../errors'
 import type { ModelRecord, ModelStore } from '../store/model-store'
 import type { IncomingCall } from '../store/process-channel'
 import type { ModelDeclaration } from './declaration'
+import { checkNameToLoad } from './model-name'
+
+/** Triton's model control modes (`--model-control-mode`) that a table has: `none` serves the index
+ * and refuses load and unload; `explicit` serves them. */
+export type ModelControlMode = 'none' | 'explicit'
 
 export interface ModelRepositoryOptions {
   /**
@@ -22,6 +28,18 @@ export interface ModelRepositoryOptions {
    * default, and a load that carries them is refused (403, PERMISSION_DENIED).
    */
   allowOverrides?: boolean
+  /**
+   * Triton's `--model-control-mode`. `explicit` (the default here) serves load and unload
+   * requests; `none` (Triton's default) serves the index, and refuses a load or an unload with
+   * Triton's UNAVAILABLE (503) `explicit model load / unload is not allowed if polling is enabled`.
+   */
+  controlMode?: ModelControlMode
+  /**
+   * Triton's `--load-model`: the models loaded when the table is made (default: every model). The
+   * others start unloaded (`UNAVAILABLE`, reason `unloaded`) until a load request; each name must
+   * be declared. Only with `controlMode: 'explicit'`, as Triton's flag.
+   */
+  startupModels?: string[]
 }
 
 /** What the repository keeps of each version of the table. */
@@ -87,6 +105,7 @@ export class ModelRepository {
   readonly #versionsOf: (name: string) => VersionState[] | undefined
   readonly #names: () => string[]
   readonly #allowOverrides: boolean
+  readonly #controlMode: ModelControlMode
   readonly #log: RepositoryLogger | undefined
   #store: ModelStore
   /** The store's version applied here. */
@@ -102,7 +121,26 @@ export class ModelRepository {
     this.#versionsOf = versionsOf
     this.#names = names
     this.#allowOverrides = options.allowOverrides === true
+    this.#controlMode = options.controlMode ?? 'explicit'
     this.#log = log
+    if (options.startupModels !== undefined) this.#startWith(options.startupModels)
+  }
+
+  /** Leaves every model but `startupModels` (declared ones: the table's options are checked)
+   * unloaded, as a client's unload would (no hook runs: the host made each model when it declared
+   * it). Every process of a service is made with the same list, so a model none loaded since is
+   * unloaded in each without a record in the store. */
+  #startWith (startupModels: string[]): void {
+    for (const name of this.#names()) {
+      if (startupModels.includes(name)) continue
+      Object.assign(this.#state(name), { loaded: false, reason: UNLOADED })
+      for (const version of this.#versionsOf(name) as VersionState[]) Object.assign(version, { loaded: false, reason: UNLOADED })
+    }
+  }
+
+  /** Load and unload requests are served only in `explicit` mode: Triton's check, before any other. */
+  #checkControl (): void {
+    if (this.#controlMode !== 'explicit') throw errors.modelControlDisabled()
   }
 
   /** Keeps the repository's state in `store` from now on (a shared registry's), and applies what
@@ -238,12 +276,16 @@ export class ModelRepository {
   /**
    * Loads (or reloads) every version of a declared model, in every process of the service: here
    * first (its `load` hooks, awaited), then recorded for the others, and resolves once each of
-   * them serves it too (its hooks ran). An unknown model is Triton's INTERNAL `failed to load
-   * '<m>', failed to poll from model repository`; overrides are refused unless allowed; a hook that
+   * them serves it too (its hooks ran). In control mode `none`, Triton's UNAVAILABLE; a blank
+   * name or one that could traverse a path, Triton's INVALID_ARG; an unknown model is Triton's
+   * INTERNAL `failed to load '<m>', failed to poll from model repository`; overrides are refused
+   * unless allowed; a hook that
    * throws, in any process, fails the load (`load failed for model ...`) and leaves the model
    * unavailable everywhere, with the hook's message as its reason.
    */
   async load (name: string, overrides: ModelLoadOverrides = { files: {} }): Promise<void> {
+    this.#checkControl()
+    checkNameToLoad(name)
     this.sync()
     const versions = this.#versionsOf(name)
     if (versions === undefined) throw errors.loadUnknownModel(name)
@@ -273,8 +315,11 @@ export class ModelRepository {
 
   /** Unloads every version of a model, in every process of the service: requests for it are
    * refused at once, and it resolves once no process serves it; each process runs its `unload`
-   * hooks once its requests in flight end. An unknown model is a success, as in Triton. */
+   * hooks once its requests in flight end. An unknown model is a success, as in Triton, and so is
+   * a name a load would refuse (Triton checks the names of loads only); control mode `none`
+   * refuses it. */
   async unload (name: string): Promise<void> {
+    this.#checkControl()
     this.sync()
     if (this.#versionsOf(name) === undefined) return
     this.#apply(this.#store.write(name, { loaded: false, reason: UNLOADED }))

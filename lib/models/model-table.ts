@@ -140,7 +140,7 @@ export class ModelTable {
     for (const versionsOfName of declared.values()) {
       for (const declaration of versionsOfName) this.#declare(store, ensembles.get(declaration), declaration)
     }
-    const { repository = false, processStatistics = false, log } = checkTableOptions(options)
+    const { repository = false, processStatistics = false, log } = checkTableOptions(options, [...this.#models.keys()])
     this.#servesRepository = repository !== false
     this.#processStatistics = processStatistics
     this.#log = log

@@ -14,24 +14,44 @@ export interface ModelTableOptions {
   log?: RepositoryLogger
 }
 
+const TABLE = 'fastify-triton-shm model table'
+
 const problemOf = validatorOf({
   type: 'object',
   additionalProperties: false,
   properties: {
     repository: {
-      anyOf: [
-        { type: 'boolean' },
-        { type: 'object', additionalProperties: false, properties: { allowOverrides: { type: 'boolean' } } }
-      ]
+      // An object's own problem is named, not that it is no boolean.
+      if: { type: 'object' },
+      then: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          allowOverrides: { type: 'boolean' },
+          controlMode: { enum: ['none', 'explicit'] },
+          startupModels: { type: 'array', items: { type: 'string' } }
+        }
+      },
+      else: { type: 'boolean' }
     },
     processStatistics: { type: 'boolean' },
     log: { type: 'object', required: ['error'], properties: { error: { isFunction: true } } }
   }
 })
 
-/** Returns the options if they are valid; throws `ERR_SHM_INVALID_OPTION` naming the wrong one otherwise. */
-export function checkTableOptions (options: ModelTableOptions): ModelTableOptions {
+/** Returns the options of a table of the models `declared` if they are valid; throws
+ * `ERR_SHM_INVALID_OPTION` naming the wrong one otherwise. */
+export function checkTableOptions (options: ModelTableOptions, declared: string[]): ModelTableOptions {
   const problem = problemOf(options)
-  if (problem !== undefined) throw errors.invalidOption('fastify-triton-shm model table', describeOptionProblem(problem))
+  if (problem !== undefined) throw errors.invalidOption(TABLE, describeOptionProblem(problem))
+  const { repository } = options
+  if (typeof repository !== 'object' || repository.startupModels === undefined) return options
+  const { controlMode, startupModels } = repository
+  // As Triton refuses --load-model without --model-control-mode=explicit.
+  if (controlMode === 'none') {
+    throw errors.invalidOption(TABLE, "option 'repository.startupModels' needs option 'repository.controlMode' to be 'explicit'")
+  }
+  const undeclared = startupModels.find((name) => !declared.includes(name))
+  if (undeclared !== undefined) throw errors.invalidOption(TABLE, `option 'repository.startupModels' names '${undeclared}', which the table does not declare`)
   return options
 }

@@ -13,11 +13,12 @@ import { PATIENCE_MS, whenEvent } from './sync'
 /** The example service's script (`npm run example:server`). */
 const EXAMPLE_SERVER = path.join(__dirname, '..', '..', 'example', 'server.ts')
 
-/** Starts the example service with Node's `nodeArgs`, in a test's environment: ports the system
- * picks, JSON logs, and no coverage (tap would merge the numbers of its tsx-compiled code with the
- * test's), then `env`. */
-export function spawnExample (env: Record<string, string>, { nodeArgs = [], detached = false }: { nodeArgs?: string[], detached?: boolean } = {}): ChildProcess {
-  return spawn(process.execPath, [...nodeArgs, '--import', 'tsx', EXAMPLE_SERVER], {
+/** Starts the example service with Node's `nodeArgs` and tritonserver's options `args`, in a
+ * test's environment: ports the system picks, JSON logs, and no coverage (tap would merge the
+ * numbers of its tsx-compiled code with the test's), then `env`. */
+export function spawnExample (env: Record<string, string>, { nodeArgs = [], args = [], detached = false }:
+{ nodeArgs?: string[], args?: string[], detached?: boolean } = {}): ChildProcess {
+  return spawn(process.execPath, [...nodeArgs, '--import', 'tsx', EXAMPLE_SERVER, ...args], {
     env: { ...process.env, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', LOG_LEVEL: 'info', _TAPJS_PROCESSINFO_COVERAGE_: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached
@@ -26,8 +27,8 @@ export function spawnExample (env: Record<string, string>, { nodeArgs = [], deta
 
 /** Starts the example service as its own process group, killed whole on teardown: the primary
  * and every worker it started. */
-export function spawnServiceGroup (t: Test, env: Record<string, string>): ChildProcess {
-  const child = spawnExample(env, { detached: true })
+export function spawnServiceGroup (t: Test, env: Record<string, string>, args: string[] = []): ChildProcess {
+  const child = spawnExample(env, { args, detached: true })
   t.teardown(() => killGroup(child.pid!))
   return child
 }

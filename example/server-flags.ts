@@ -1,0 +1,217 @@
+/**
+ * `tritonserver`'s command-line options that the example service takes
+ * (`npm run example:server -- --model-control-mode=explicit --load-model=simple`), each mapped to an
+ * option the package already has. They are read as tritonserver reads them: `--name=value` or
+ * `--name value` (the next argument, whatever it is), every option with a value, booleans as
+ * `true`/`on`/`1` or `false`/`off`/`0` in any case, and a bad value refused with tritonserver's
+ * own words (`Bad option: "--<name>".` then why). An option the example does not take is refused
+ * by name, never ignored: a server that ignored `--model-control-mode=none` would answer what
+ * tritonserver refuses. `--model-repository` is the one exception: the example's models are code,
+ * so its paths are kept only to be logged.
+ */
+import type { ModelRepositoryOptions } from '../lib/index'
+
+/** What the options set: each field named after the option of the service or package it maps to. */
+export interface ServerFlags {
+  /** --http-address, --http-port: where HTTP listens. */
+  httpHost?: string
+  httpPort?: number
+  /** --grpc-address, --grpc-port: where gRPC listens. */
+  grpcHost?: string
+  grpcPort?: number
+  /** --metrics-address, --metrics-port: where the metrics listen on a port of their own. */
+  metricsHost?: string
+  metricsPort?: number
+  /** --allow-http, --allow-grpc, --allow-metrics: each endpoint served or not. */
+  http?: boolean
+  grpc?: boolean
+  metrics?: boolean
+  /** --allow-client-shm: the plugin's `allowClientShm`. */
+  allowClientShm?: boolean
+  /** --model-control-mode and --load-model: the model table's `repository` option. */
+  repository?: ModelRepositoryOptions
+  /** --http-max-input-size: the infer body parser's `jsonLimit`. */
+  jsonLimit?: number
+  /** --http-restricted-api or --grpc-restricted-protocol, `shared-memory` only: the plugin's `restrictedApi`. */
+  restrictedApi?: { header: string, value: string }
+  /** --model-repository (or --model-store): paths the example does not read. */
+  modelRepositories: string[]
+}
+
+/** An option refused: the message to print, as tritonserver prints it, before exiting with 1. */
+export class ServerFlagError extends Error {
+  override name = 'ServerFlagError'
+}
+
+/** A value an option cannot take: tritonserver's reason, printed under `Bad option: "--<name>".`. */
+class BadValue extends Error {}
+
+/** tritonserver's header for gRPC restrictions: its clients send `triton-grpc-protocol-<key>`. */
+const GRPC_RESTRICTION_PREFIX = 'triton-grpc-protocol-'
+
+/** The categories tritonserver restricts; the plugin's `restrictedApi` covers `shared-memory`. */
+const RESTRICTED_CATEGORIES = ['health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository', 'statistics', 'trace', 'logging']
+
+/** What parsing keeps besides the flags: tritonserver's checks that span several options. */
+interface ParseState {
+  flags: ServerFlags
+  controlMode?: 'none' | 'explicit'
+  loadModels: string[]
+  /** The categories restricted so far, by option: tritonserver refuses one named twice. */
+  restricted: Map<string, Set<string>>
+  restrictions: Array<{ option: string, header: string, value: string }>
+}
+
+/** tritonserver's `ParseOption<bool>`. */
+function parseBoolean (value: string): boolean {
+  const lower = value.toLowerCase()
+  if (['true', 'on', '1'].includes(lower)) return true
+  if (['false', 'off', '0'].includes(lower)) return false
+  throw new BadValue(`invalid value for bool option: ${value}`)
+}
+
+/** tritonserver's integer options: `Invalid option value` for what is no integer (stricter than
+ * its `std::stoi`, which reads `8000abc` as 8000), out of bound past `max`. */
+function parseInteger (value: string, max: number): number {
+  if (!/^\s*[+-]?\d+$/.test(value)) throw new BadValue(`Invalid option value. Got ${value}`)
+  const number = Number(value)
+  if (Math.abs(number) > max) throw new BadValue(`Provided option value is out of bound. Got ${value}`)
+  return number
+}
+
+const INT32_MAX = 2 ** 31 - 1
+
+function parsePort (value: string): number {
+  const port = parseInteger(value, INT32_MAX)
+  if (port < 0 || port > 65535) throw new BadValue(`a port is a number from 0 to 65535 (0: any free port), got ${value}`)
+  return port
+}
+
+/** tritonserver's `--http-max-input-size` (an int64 there; here at most what a JavaScript number holds exactly). */
+function parseMaxInputSize (value: string): number {
+  const size = parseInteger(value, Number.MAX_SAFE_INTEGER)
+  if (size <= 0) throw new BadValue('Error: --http-max-input-size must be greater than 0.')
+  return size
+}
+
+function parseControlMode (value: string): 'none' | 'explicit' {
+  const mode = value.toLowerCase()
+  if (mode === 'none' || mode === 'explicit') return mode
+  if (mode === 'poll') throw new BadValue('the example has no model repository to poll: its models are code (use none or explicit)')
+  throw new BadValue('invalid argument for --model-control-mode')
+}
+
+/**
+ * tritonserver's `<categories>:<key>=<value>` (`ParseRestrictedFeatureOption`): its format, an
+ * unknown category and one named twice refused in its words; then any category but
+ * `shared-memory`, which the example cannot restrict.
+ */
+function addRestriction (state: ParseState, option: string, feature: 'api' | 'protocol', headerPrefix: string, argument: string): void {
+  const colon = argument.indexOf(':')
+  const equals = argument.indexOf('=', colon + 1)
+  const [categories, key, value] = [argument.slice(0, colon), argument.slice(colon + 1, equals), argument.slice(equals + 1)]
+  if (colon < 0 || equals < 0 || categories === '' || key === '' || value === '') {
+    throw new BadValue(`--${option} option format is '<config name>:<setting>=<value>'. Got ${argument}`)
+  }
+  const named = state.restricted.get(option) ?? new Set<string>()
+  state.restricted.set(option, named)
+  for (const category of categories.split(',')) {
+    if (!RESTRICTED_CATEGORIES.includes(category)) throw new BadValue(`unknown restricted ${feature} '${category}' `)
+    if (named.has(category)) throw new BadValue(`restricted ${feature} '${category}' can not be specified in multiple config groups`)
+    named.add(category)
+    if (category !== 'shared-memory') {
+      throw new BadValue(`the example cannot restrict ${feature} '${category}': it restricts 'shared-memory' only (the plugin's restrictedApi)`)
+    }
+  }
+  state.restrictions.push({ option, header: headerPrefix + key, value })
+}
+
+type Apply = (state: ParseState, value: string) => void
+
+/** Every option the example takes, by its name in tritonserver. */
+const OPTIONS: Record<string, Apply> = {
+  'http-port': ({ flags }, value) => { flags.httpPort = parsePort(value) },
+  'grpc-port': ({ flags }, value) => { flags.grpcPort = parsePort(value) },
+  'metrics-port': ({ flags }, value) => { flags.metricsPort = parsePort(value) },
+  'http-address': ({ flags }, value) => { flags.httpHost = value },
+  'grpc-address': ({ flags }, value) => { flags.grpcHost = value },
+  'metrics-address': ({ flags }, value) => { flags.metricsHost = value },
+  'allow-http': ({ flags }, value) => { flags.http = parseBoolean(value) },
+  'allow-grpc': ({ flags }, value) => { flags.grpc = parseBoolean(value) },
+  'allow-metrics': ({ flags }, value) => { flags.metrics = parseBoolean(value) },
+  'allow-client-shm': ({ flags }, value) => { flags.allowClientShm = parseBoolean(value) },
+  'model-control-mode': (state, value) => { state.controlMode = parseControlMode(value) },
+  'load-model': (state, value) => { if (!state.loadModels.includes(value)) state.loadModels.push(value) },
+  'http-max-input-size': ({ flags }, value) => { flags.jsonLimit = parseMaxInputSize(value) },
+  'http-restricted-api': (state, value) => addRestriction(state, 'http-restricted-api', 'api', '', value),
+  'grpc-restricted-protocol': (state, value) => addRestriction(state, 'grpc-restricted-protocol', 'protocol', GRPC_RESTRICTION_PREFIX, value),
+  'model-repository': ({ flags }, value) => { flags.modelRepositories.push(value) },
+  'model-store': ({ flags }, value) => { flags.modelRepositories.push(value) },
+  // Logging switches: checked as tritonserver checks them, and otherwise no-ops (LOG_LEVEL sets
+  // the level): a server that logs more than asked answers the same.
+  'log-verbose': (_state, value) => { if (!['true', 'false'].includes(value.toLowerCase())) parseInteger(value, INT32_MAX) },
+  'log-info': (_state, value) => { parseBoolean(value) },
+  'log-warning': (_state, value) => { parseBoolean(value) },
+  'log-error': (_state, value) => { parseBoolean(value) }
+}
+
+/** The names of the options the example takes. */
+export const SERVER_FLAG_NAMES = Object.keys(OPTIONS).map((name) => `--${name}`)
+
+/** tritonserver's checks of options taken together, once all are read. */
+function finish (state: ParseState): ServerFlags {
+  const { flags, controlMode, loadModels, restrictions } = state
+  if (loadModels.length > 0 && controlMode !== 'explicit') {
+    throw new ServerFlagError("Error: Use of '--load-model' requires setting '--model-control-mode=explicit' as well.")
+  }
+  if (loadModels.includes('*') && loadModels.length > 1) {
+    throw new ServerFlagError("Wildcard model name '*' must be the ONLY startup model if specified at all.")
+  }
+  if (controlMode === 'none') flags.repository = { controlMode }
+  // tritonserver's explicit mode loads only the models --load-model names (all of them for '*').
+  if (controlMode === 'explicit') flags.repository = { controlMode, ...(!loadModels.includes('*') && { startupModels: loadModels }) }
+  if (restrictions.length > 1) {
+    throw new ServerFlagError('the example restricts the shared-memory API with one header on HTTP and gRPC alike ' +
+      "(the plugin's restrictedApi): give one --http-restricted-api or --grpc-restricted-protocol")
+  }
+  if (restrictions.length === 1) flags.restrictedApi = { header: restrictions[0].header, value: restrictions[0].value }
+  return flags
+}
+
+/** Reads tritonserver's options from `args` (the arguments after the script's name); throws a
+ * `ServerFlagError` with tritonserver's message for the first one it refuses. */
+export function parseServerFlags (args: readonly string[]): ServerFlags {
+  const state: ParseState = { flags: { modelRepositories: [] }, loadModels: [], restricted: new Map(), restrictions: [] }
+  // As getopt reads them: the options first, wherever they are; what is not one is refused after.
+  const others: string[] = []
+  for (let index = 0; index < args.length; index++) {
+    const argument = args[index]
+    if (argument === '--') {
+      others.push(...args.slice(index + 1))
+      break
+    }
+    if (!argument.startsWith('--')) {
+      others.push(argument)
+      continue
+    }
+    const equals = argument.indexOf('=')
+    const name = argument.slice(2, equals < 0 ? undefined : equals)
+    const apply = Object.hasOwn(OPTIONS, name) ? OPTIONS[name] : undefined
+    // Named alone: a message that listed the options taken would name them as refused too.
+    if (apply === undefined) throw new ServerFlagError(`unrecognized option '${argument}': the example service does not take it`)
+    let value: string
+    if (equals >= 0) {
+      value = argument.slice(equals + 1)
+    } else {
+      if (index + 1 >= args.length) throw new ServerFlagError(`option '${argument}' requires an argument`)
+      value = args[++index]
+    }
+    try {
+      apply(state, value)
+    } catch (error) {
+      throw new ServerFlagError(`Bad option: "--${name}".\n${(error as Error).message}`)
+    }
+  }
+  if (others.length > 0) throw new ServerFlagError(`Unexpected argument: ${others[0]}`)
+  return finish(state)
+}
