@@ -325,3 +325,31 @@ t.test('a step without a version runs the newest declared, one with a version th
   t.same((await post('ninth')).outputs[0].data, [10])
   t.equal((await app.inject('/v2/models/ninth/config')).json().ensemble_scheduling.step[0].model_version, 9)
 })
+
+t.test('each response of a decoupled step goes on with its own tensors: one that lacks an output has none from the response before', async (t) => {
+  const pairs: ModelDeclaration = {
+    name: 'pairs',
+    decoupled: true,
+    inputs: [int32('IN')],
+    outputs: [int32('A', [1]), int32('B', [1])],
+    async run (infer) {
+      infer.output<Int32Array>('A', [1])[0] = 1
+      infer.output<Int32Array>('B', [1])[0] = 10
+      await infer.send()
+      infer.output<Int32Array>('A', [1])[0] = 2
+      await infer.send()
+    }
+  }
+  const both: ModelDeclaration = {
+    name: 'both',
+    inputs: [int32('IN')],
+    outputs: [int32('OUT_A', [1]), int32('OUT_B', [1])],
+    ensembleScheduling: { steps: [step('pairs', { IN: 'IN' }, { A: 'OUT_A', B: 'OUT_B' })] }
+  }
+  const { port } = await serve(t, [pairs, both])
+  const stream = streamClient(t, port)
+  stream.write(streamRequest('both', 'p', [0]))
+  const [first, second] = await stream.until(2)
+  t.same([int32s(outputBytes(first, 'OUT_A')), int32s(outputBytes(first, 'OUT_B'))], [[1], [10]])
+  t.not(second.error_message, '', 'the second response has no OUT_B: the request fails, never answered with the first response\'s')
+})
