@@ -519,6 +519,7 @@ t.test('from the moment app.close() is called, a stream refuses new requests wit
   stream.write(rawSum('slow', 'before', 0))
   const held = fetch(`http://127.0.0.1:${port}/v2/models/slow/infer`, {
     method: 'POST',
+    headers: { connection: 'close' },
     body: JSON.stringify({ inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], data: range(16) })) })
   })
   await gate.untilHeld(2)
@@ -533,6 +534,7 @@ t.test('from the moment app.close() is called, a stream refuses new requests wit
   t.ok(ok(before), 'the request in flight answered')
   t.same([refused.infer_response.id, refused.error_message], ['after', 'GRPC server is shutting down and has stopped accepting new requests.'])
   t.equal((await held).status, 200, 'the HTTP request in flight finished')
+  t.equal((await stream.status).code, status.OK, 'the stream ended by the server')
   await closed
 })
 

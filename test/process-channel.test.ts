@@ -9,7 +9,7 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import t, { type Test } from 'tap'
-import { type CallHandler, type ChannelMessage, type IncomingCall, ProcessChannel } from '../lib/store/process-channel'
+import { type CallHandler, ChannelCaller, ChannelListener, type ChannelMessage, type IncomingCall } from '../lib/store/process-channel'
 
 /** A private directory for sockets, removed when the test ends. */
 function socketDirectory (t: Test): string {
@@ -18,8 +18,14 @@ function socketDirectory (t: Test): string {
   return directory
 }
 
-function channel (t: Test, socketPath: string, handler: CallHandler = (call) => call.end()): ProcessChannel {
-  const opened = new ProcessChannel(socketPath, handler)
+function listener (t: Test, socketPath: string, handler: CallHandler): ChannelListener {
+  const opened = new ChannelListener(socketPath, handler)
+  t.teardown(() => opened.close())
+  return opened
+}
+
+function callerOf (t: Test): ChannelCaller {
+  const opened = new ChannelCaller()
   t.teardown(() => opened.close())
   return opened
 }
@@ -27,9 +33,8 @@ function channel (t: Test, socketPath: string, handler: CallHandler = (call) => 
 /** A pair: `caller` calls `callee`, whose calls go to `onCall`. */
 function pair (t: Test, onCall: CallHandler) {
   const directory = socketDirectory(t)
-  const callee = channel(t, path.join(directory, 'sockets', 'callee'), onCall)
-  const caller = channel(t, path.join(directory, 'sockets', 'caller'))
-  return { caller, callee, directory }
+  const callee = listener(t, path.join(directory, 'sockets', 'callee'), onCall)
+  return { caller: callerOf(t), callee, directory }
 }
 
 const text = (message: ChannelMessage) => message.parts.map((part) => Buffer.from(part).toString())
@@ -57,7 +62,7 @@ t.test('a call gets its replies in order, each taken before the callee goes on, 
   const taken = deferred()
   const last = await caller.call(callee.path, { head: { ask: 1 }, parts: [Buffer.from('a'), new Uint8Array(0), Buffer.from('bc')] }, {
     signal: new AbortController().signal,
-    onReply: async (reply) => {
+    onReply: async (reply: ChannelMessage) => {
       replies.push(reply.head, text(reply))
       if (replies.length === 2) {
         // The callee waits for this reply to be taken before it sends the next one.
@@ -215,7 +220,7 @@ t.test('a connection that sends what is not a frame is dropped; frames split any
 
 t.test('frames of calls that are not there (any more) are ignored', async (t) => {
   const directory = socketDirectory(t)
-  const caller = channel(t, path.join(directory, 'caller'))
+  const caller = callerOf(t)
   // A callee that answers every call twice: a frame for a call it made up, then the end of the real one.
   const listening = path.join(directory, 'raw')
   const server = net.createServer((socket) => {
@@ -242,7 +247,7 @@ t.test('frames of calls that are not there (any more) are ignored', async (t) =>
 t.test('a socket path longer than a socket may have is refused, naming the option to change', async (t) => {
   const directory = socketDirectory(t)
   const long = path.join(directory, 'x'.repeat(120))
-  t.throws(() => new ProcessChannel(long, () => {}), {
+  t.throws(() => new ChannelListener(long, () => {}), {
     code: 'ERR_SHM_CHANNEL_PATH_TOO_LONG',
     message: `fastify-triton-shm: the processes of a service that shares a registry and serves models call one another on sockets beside the store, and '${long}' is longer than the 107 bytes a socket's path may hold: give sharedRegistry a shorter path`
   })

@@ -9,7 +9,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import fastifyTritonShm, { type InferRequest, kserveModels, type ModelDeclaration, ModelTable, type TensorParameters } from '../lib/index'
+import fastifyTritonShm, { type InferRequest, kserveModels, type ModelDeclaration, ModelTable, Registry, type TensorParameters } from '../lib/index'
 import { grpcClient } from './helpers/grpc'
 import { storePath } from './helpers/registry-peer'
 import { makeObject, readObjectFile, writeObjectFile } from './helpers/shm'
@@ -176,6 +176,18 @@ t.test('inputs and outputs in shared memory are used in place by the owner; othe
   })
   t.same(int32s(overGrpc.raw_output_contents[0]), [44])
   t.equal(Buffer.from(overGrpc.raw_output_contents[1]).subarray(4).toString(), 'a:21')
+  // The owner's refusal, in Triton's words: an output region too small for its result.
+  const tooSmall = await b.app.inject({
+    method: 'POST',
+    url: '/v2/models/acc/infer',
+    payload: {
+      parameters: sequence(21),
+      inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1, 1], data: [1] }],
+      outputs: [{ name: 'OUTPUT', parameters: { shared_memory_region: 'rb', shared_memory_offset: 8, shared_memory_byte_size: 2 } }]
+    }
+  })
+  t.same([tooSmall.statusCode, tooSmall.json().error], [400,
+    "shared memory size specified with the request for output 'OUTPUT' (2 bytes) should be at least 4 bytes to hold the results"])
 })
 
 t.test('a decoupled model\'s responses come back one by one over a stream of the other process, each final flag as Triton\'s', async (t) => {
@@ -185,7 +197,7 @@ t.test('a decoupled model\'s responses come back one by one over a stream of the
     id,
     inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }],
     raw_input_contents: [int32Bytes([count])],
-    parameters: { ...sequenceParameters(5, start), triton_enable_empty_final_response: bool(true) }
+    parameters: { ...sequenceParameters('five', start), triton_enable_empty_final_response: bool(true) }
   })
   const onA = streamClient(t, a.grpcPort)
   write(onA, 2, 'first', true)
@@ -226,6 +238,17 @@ t.test('an error of the owner that is no client\'s to see is logged there, and a
   t.equal(await httpInfer(b, 999, sequence(6)), '500 Internal Server Error')
   t.same(logged.map(({ message, err }) => [message, err?.message]),
     [['a request handed over by another process of the service failed', 'an internal detail no client may see']])
+})
+
+t.test('a sequence said to be owned by a process whose tables do not serve its model is gone, never a hang', async (t) => {
+  const { b, store } = await service(t)
+  // A process of the service that serves another table only.
+  const registry = new Registry({ sharedRegistry: { path: store } })
+  t.teardown(() => registry.close())
+  new ModelTable([{ name: 'other', inputs: [], outputs: [], run () {} }]).serveWith(registry)
+  const peers = registry.modelStore().peers as NonNullable<ReturnType<Registry['modelStore']>['peers']>
+  t.equal(peers.claimSequence({ model: 'acc', version: '1', id: 'n77' }), peers.self)
+  t.equal(await httpInfer(b, 1, sequence(77)), "400 inference request for sequence 77 to model 'acc' must specify the START flag on the first request of the sequence")
 })
 
 t.test('a sequence that ends after its store closed (the server is stopping) still ends', async (t) => {

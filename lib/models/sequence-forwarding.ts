@@ -96,7 +96,7 @@ function answer (infer: InferRequest, { head, parts }: ChannelMessage): boolean 
  * (`statusCode`), or anything else as a bare internal error (its text may name internals). */
 export function failureOf (error: unknown): ChannelFailure & { statusCode?: number } {
   if (error instanceof TritonError) return { code: error.code, kind: error.kind, message: error.message }
-  const { statusCode, message } = (error ?? {}) as { statusCode?: unknown, message?: unknown }
+  const { statusCode, message } = Object(error) as { statusCode?: unknown, message?: unknown }
   if (Number.isInteger(statusCode) && typeof message === 'string') return { code: '', kind: '', statusCode: statusCode as number, message }
   return { code: '', kind: '', statusCode: 500, message: 'Internal Server Error' }
 }

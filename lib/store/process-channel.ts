@@ -309,10 +309,33 @@ function serveConnection (socket: net.Socket, handler: CallHandler): void {
   })
 }
 
-export class ProcessChannel {
+/** This process's calls of the others: a connection to each process it called, kept open. */
+export class ChannelCaller {
+  readonly #connections = new Map<string, Connection>()
+
+  /** Calls the process listening at `socketPath`: resolves with its last reply, rejects with its
+   * failure (a `ChannelFailure`), a `PeerGoneError`, or the cancelling signal's reason. */
+  call (socketPath: string, message: ChannelMessage, options: CallOptions = {}): Promise<ChannelMessage> {
+    let connection = this.#connections.get(socketPath)
+    if (connection === undefined) {
+      const opened = new Connection(socketPath, () => {
+        if (this.#connections.get(socketPath) === opened) this.#connections.delete(socketPath)
+      })
+      this.#connections.set(socketPath, connection = opened)
+    }
+    return connection.call(message, options)
+  }
+
+  /** Ends every connection: the calls on them fail. */
+  close (): void {
+    for (const connection of this.#connections.values()) connection.close()
+  }
+}
+
+/** Where the other processes call this one: a Unix domain socket, and the connections it accepted. */
+export class ChannelListener {
   readonly path: string
   readonly #server: net.Server
-  readonly #connections = new Map<string, Connection>()
   readonly #sockets = new Set<net.Socket>()
 
   /** Listens at `socketPath` (its directory is made, mode 0700, if it is not there); throws
@@ -331,23 +354,10 @@ export class ProcessChannel {
     this.#server.unref()
   }
 
-  /** Calls the process listening at `socketPath`: resolves with its last reply, rejects with its
-   * failure (a `ChannelFailure`), a `PeerGoneError`, or the cancelling signal's reason. */
-  call (socketPath: string, message: ChannelMessage, options: CallOptions = {}): Promise<ChannelMessage> {
-    let connection = this.#connections.get(socketPath)
-    if (connection === undefined) {
-      const opened = new Connection(socketPath, () => {
-        if (this.#connections.get(socketPath) === opened) this.#connections.delete(socketPath)
-      })
-      this.#connections.set(socketPath, connection = opened)
-    }
-    return connection.call(message, options)
-  }
-
-  /** Stops listening (the socket file is removed), and ends every connection, both ways. */
+  /** Stops listening (the socket file is removed), and ends the connections it accepted: their
+   * calls are aborted. */
   close (): void {
     this.#server.close()
-    for (const connection of this.#connections.values()) connection.close()
     for (const socket of this.#sockets) socket.destroy()
   }
 }

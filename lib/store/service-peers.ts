@@ -4,7 +4,7 @@
  * socket (process-channel.ts), named by its row of the store's users. A row of a process that died
  * counts as no owner: the first process to look it up removes it.
  */
-import { type CallOptions, type ChannelMessage, PeerGoneError, ProcessChannel } from './process-channel'
+import { type CallOptions, ChannelCaller, ChannelListener, type ChannelMessage } from './process-channel'
 import type { CallTaker, SequenceKey, ServicePeers } from './model-store'
 import type { Database, Statement } from './sqlite-driver'
 
@@ -36,7 +36,8 @@ export class SqliteServicePeers implements ServicePeers {
   readonly #context: PeersContext
   readonly #statements: ReturnType<typeof prepare>
   readonly #handlers: CallTaker[] = []
-  #channel: ProcessChannel | undefined
+  readonly #caller = new ChannelCaller()
+  #listener: ChannelListener | undefined
 
   constructor (context: PeersContext) {
     this.#context = context
@@ -48,7 +49,7 @@ export class SqliteServicePeers implements ServicePeers {
   }
 
   serve (handler: CallTaker): void {
-    this.#channel ??= new ProcessChannel(this.#context.socketOf(this.self), (call) => {
+    this.#listener ??= new ChannelListener(this.#context.socketOf(this.self), (call) => {
       if (!this.#handlers.some((taker) => taker(call))) call.end()
     })
     this.#handlers.push(handler)
@@ -59,8 +60,7 @@ export class SqliteServicePeers implements ServicePeers {
   }
 
   call (process: number, message: ChannelMessage, options?: CallOptions): Promise<ChannelMessage> {
-    if (this.#channel === undefined) return Promise.reject(new PeerGoneError('this process answers no calls'))
-    return this.#channel.call(this.#context.socketOf(process), message, options)
+    return this.#caller.call(this.#context.socketOf(process), message, options)
   }
 
   /** Read per request of a sequence this process does not hold: one row, no check that its owner
@@ -90,7 +90,8 @@ export class SqliteServicePeers implements ServicePeers {
 
   /** Stops answering calls, and ends this process's calls of others. */
   close (): void {
-    this.#channel?.close()
+    this.#listener?.close()
+    this.#caller.close()
   }
 }
 

@@ -44,6 +44,17 @@ export interface RawAnswer {
   ended?: string
 }
 
+/** Records a call's status into `answer`, from its headers (a trailers-only answer) or trailers. */
+function recordStatus (stream: http2.ClientHttp2Stream, answer: RawAnswer): void {
+  const headers = (fields: http2.IncomingHttpHeaders) => {
+    if (fields['grpc-status'] === undefined) return
+    answer.status = Number(fields['grpc-status'])
+    answer.details = decodeURIComponent(String(fields['grpc-message'] ?? ''))
+  }
+  stream.on('response', headers)
+  stream.on('trailers', headers)
+}
+
 export interface RawCallOptions {
   compression?: Compression
   metadata?: Record<string, string>
@@ -85,13 +96,7 @@ export function rawGrpc (t: Test, port: number): RawGrpc {
       ...metadata
     })
     const answer: RawAnswer = { received: 0 }
-    const headers = (fields: http2.IncomingHttpHeaders) => {
-      if (fields['grpc-status'] === undefined) return
-      answer.status = Number(fields['grpc-status'])
-      answer.details = decodeURIComponent(String(fields['grpc-message'] ?? ''))
-    }
-    stream.on('response', headers)
-    stream.on('trailers', headers)
+    recordStatus(stream, answer)
     stream.on('data', (chunk: Buffer) => {
       answer.received += chunk.length
       if (stopReadingAfter !== undefined && answer.received >= stopReadingAfter && !stream.isPaused()) {
@@ -181,13 +186,7 @@ export function rawStream (raw: RawGrpc, method: string, compression: Compressio
       waiter.resolve()
     }
   })
-  const headers = (fields: http2.IncomingHttpHeaders) => {
-    if (fields['grpc-status'] === undefined) return
-    answer.status = Number(fields['grpc-status'])
-    answer.details = decodeURIComponent(String(fields['grpc-message'] ?? ''))
-  }
-  stream.on('response', headers)
-  stream.on('trailers', headers)
+  recordStatus(stream, answer)
   stream.on('error', (error: Error) => { answer.ended = (error as { code?: string }).code ?? error.message })
   const closed = new Promise<RawAnswer>((resolve) => stream.on('close', () => resolve(answer)))
   return {
