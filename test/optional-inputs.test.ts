@@ -2,7 +2,7 @@
  * Optional inputs (a tensor's `optional`, Triton's `optional: true`) over HTTP and gRPC: a request
  * may leave them out and the model runs without them; one without a required input is refused in
  * Triton's words (its two forms: with and without optional inputs); the configuration shows them,
- * the metadata does not; the declarations the table refuses.
+ * the metadata does not; the declarations the table refuses (labels on an input too).
  */
 import { status } from '@grpc/grpc-js'
 import Fastify from 'fastify'
@@ -88,7 +88,9 @@ t.test('optional inputs over HTTP and gRPC, and Triton\'s words for a request wi
   t.same((await app.inject('/v2/models/optional')).json().inputs[3], { name: 'INPUT3', datatype: 'FP32', shape: [-1] }, 'the metadata does not')
 })
 
-t.test('declarations: only inputs are optional', async (t) => {
+t.test('declarations: only inputs are optional, only outputs have labels', async (t) => {
+  t.throws(() => new ModelTable([{ ...models[0], inputs: [{ ...fp32('INPUT0'), labels: ['a'] }] }]),
+    { code: 'ERR_SHM_INVALID_MODEL_DECLARATION', message: "fastify-triton-shm: model 'required': input 'INPUT0' has 'labels': only outputs have labels" })
   t.throws(() => new ModelTable([{ ...models[0], outputs: [fp32('OUTPUT0', true)] }]),
     { code: 'ERR_SHM_INVALID_MODEL_DECLARATION', message: "fastify-triton-shm: model 'required': output 'OUTPUT0' has 'optional': only inputs may be optional" })
   t.throws(() => new ModelTable([{ ...models[0], inputs: [{ ...fp32('INPUT0'), optional: 'yes' as unknown as boolean }] }]),
