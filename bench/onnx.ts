@@ -49,7 +49,7 @@ interface OnnxFixture {
 interface ModelCase { model: string, input: string, output: string, shape: number[], inputBytes: number, outputBytes: number }
 
 const identityCase = (tensorBytes: number): ModelCase =>
-  ({ model: 'identity_fp32', input: 'INPUT0', output: 'OUTPUT0', shape: [tensorBytes / 4], inputBytes: tensorBytes, outputBytes: tensorBytes })
+  ({ model: 'identity_fp32', input: 'INPUT0', output: 'OUTPUT0', shape: [1, tensorBytes / 4], inputBytes: tensorBytes, outputBytes: tensorBytes })
 
 const CLASSIFIER: ModelCase = { model: 'tiny_classifier', input: 'image', output: 'probabilities', shape: [1, 3, 224, 224], inputBytes: 3 * 224 * 224 * 4, outputBytes: 40 }
 

@@ -12,19 +12,14 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { BytesElements, InferRequest, ModelSignature, SequenceBatching } from '../lib/index'
 import { OnnxRunner, onnxSignature, type OnnxSignatureOptions } from '../lib/onnxruntime'
+import { decoupledModels } from './decoupled-models'
+import { decoupledEnsembles, parametersEnsemble } from './ensemble-models'
+import { identityModels } from './identity-models'
+import type { Model } from './model'
+import { optionalInputModels } from './optional-input-models'
+import { parameterModel } from './parameter-model'
 
-export interface Model {
-  signature: ModelSignature
-  /** Triton's `model_transaction_policy.decoupled`: `execute` sends its responses (`infer.send()`). */
-  decoupled?: boolean
-  /** Triton's `sequence_batching`: a stateful model. */
-  sequenceBatching?: SequenceBatching
-  /** Reads the inputs, fills the outputs. */
-  execute(infer: InferRequest): void | Promise<void>
-  /** Loads the model again (a model repository load request), and ends it (an unload). */
-  load?(): Promise<void>
-  unload?(): void
-}
+export type { Model }
 
 /** A client's mistake a model finds: answered 400 over HTTP, INVALID_ARGUMENT over gRPC. */
 const invalidRequest = (message: string) => Object.assign(new Error(message), { statusCode: 400 })
@@ -93,40 +88,6 @@ const addSubFp32 = sumAndDifference('add_sub_fp32', 'FP32', [-1], 0)
 /** Triton's `simple_int8`: as `simple`, in INT8. */
 const simpleInt8 = sumAndDifference('simple_int8', 'INT8', [-1, 16], 8)
 
-/** Triton's `simple_identity`: BYTES in, the same BYTES out. */
-const simpleIdentity: Model = {
-  signature: {
-    name: 'simple_identity',
-    versions: ['1'],
-    platform: 'node',
-    maxBatchSize: 8,
-    inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [-1, -1] }],
-    outputs: [{ name: 'OUTPUT0', datatype: 'BYTES', shape: [-1, -1] }]
-  },
-  execute (infer) {
-    const { data, shape } = infer.input<BytesElements>('INPUT0')
-    const output = infer.output<Buffer[]>('OUTPUT0', shape)
-    for (let index = 0; index < data.length; index++) output[index] = data.at(index) as Buffer
-  }
-}
-
-/** Triton's QA `custom_identity_int32` (its identity backend): INT32 in, the same out, copied
- * (the input may be in a region the client changes). Triton's memory_growth_test calls it. */
-const customIdentityInt32: Model = {
-  signature: {
-    name: 'custom_identity_int32',
-    versions: ['1'],
-    platform: 'node',
-    maxBatchSize: 8,
-    inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [-1, -1] }],
-    outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [-1, -1] }]
-  },
-  execute (infer) {
-    const { data, shape } = infer.input<Int32Array>('INPUT0')
-    infer.output<Int32Array>('OUTPUT0', shape).set(data)
-  }
-}
-
 const INT32_FLAG = { datatype: 'INT32', falseTrue: [0, 1] } as const
 
 /** One INT32 in, one out, batches of one sequence request (Triton's sequence models' signature). */
@@ -193,43 +154,6 @@ const simpleStringDynaSequence: Model = {
   }
 }
 
-/** Triton's `repeat_int32` (its repeat backend), decoupled: one response per element of IN, the
- * i-th after DELAY[i] milliseconds, OUT = IN[i], IDX = i; then the final flag alone. WAIT (when
- * the backend lets its instance take another request) is read and has nothing to wait for here:
- * every request runs on its own. */
-const repeatInt32: Model = {
-  signature: {
-    name: 'repeat_int32',
-    versions: ['1'],
-    platform: 'node',
-    maxBatchSize: 0,
-    inputs: [
-      { name: 'IN', datatype: 'INT32', shape: [-1] },
-      { name: 'DELAY', datatype: 'UINT32', shape: [-1] },
-      { name: 'WAIT', datatype: 'UINT32', shape: [1] }
-    ],
-    outputs: [{ name: 'OUT', datatype: 'INT32', shape: [1] }, { name: 'IDX', datatype: 'UINT32', shape: [1] }]
-  },
-  decoupled: true,
-  async execute (infer) {
-    const { data: values, shape } = infer.input<Int32Array>('IN')
-    const { data: delays, shape: delayShape } = infer.input<Uint32Array>('DELAY')
-    if (shapeText(shape) !== shapeText(delayShape)) {
-      throw invalidRequest(`expected IN and DELAY shape to match, got ${shapeText(shape)} and ${shapeText(delayShape)}`)
-    }
-    // The inputs may be in shared memory, which the client may change between responses: copied, as the backend does.
-    const elements = Int32Array.from(values)
-    const waits = Uint32Array.from(delays)
-    for (let index = 0; index < elements.length; index++) {
-      if (waits[index] > 0) await sleep(waits[index], undefined, { signal: infer.signal })
-      const requested = infer.requestedOutputs
-      if (requested.includes('OUT')) infer.output<Int32Array>('OUT', [1])[0] = elements[index]
-      if (requested.includes('IDX')) infer.output<Uint32Array>('IDX', [1])[0] = index
-      await infer.send()
-    }
-  }
-}
-
 /** A graph of example/onnx, run by ONNX Runtime on the runner's threads with no tensor byte
  * copied. A run holds its request's regions until it ends, so the runner needs no closing here.
  * A load request reads the file again into a new session, which takes over from the one before
@@ -255,11 +179,13 @@ export async function loadModels (): Promise<Map<string, Model>> {
   const onnxModels = await Promise.all([
     // Triton's example model: INT32 INPUT0, INPUT1 of shape [-1, 16], batches of up to 8.
     onnxModel(runner, 'simple.onnx', { name: 'simple', maxBatchSize: 8 }),
-    onnxModel(runner, 'identity_fp32.onnx', { name: 'identity_fp32' }),
+    // Triton's QA identity_fp32 (L0_parameters' classification test): batches of up to 64.
+    onnxModel(runner, 'identity_fp32.onnx', { name: 'identity_fp32', maxBatchSize: 64 }),
     onnxModel(runner, 'tiny_classifier.onnx', { name: 'tiny_classifier' })
   ])
-  const models = [...onnxModels, simpleString, addSubFp32, simpleInt8, simpleIdentity, customIdentityInt32, simpleSequence, simpleDynaSequence,
-    simpleStringDynaSequence, repeatInt32]
+  const models = [...onnxModels, simpleString, addSubFp32, simpleInt8, simpleSequence, simpleDynaSequence, simpleStringDynaSequence,
+    ...decoupledModels(), ...identityModels(), ...decoupledEnsembles(), parameterModel, parametersEnsemble,
+    ...optionalInputModels()]
   return new Map(models.map((model) => [model.signature.name, model]))
 }
 
@@ -268,5 +194,5 @@ export async function loadModels (): Promise<Map<string, Model>> {
 export async function run (model: Model, infer: InferRequest, delayMs: number): Promise<void> {
   if (delayMs > 0) await sleep(delayMs)
   infer.signal.throwIfAborted()
-  await model.execute(infer)
+  await model.execute?.(infer)
 }

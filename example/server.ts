@@ -79,7 +79,8 @@ export interface ServerOptions {
 }
 
 /** The table's declaration of an example model: Triton's backend of its platform, a run that
- * first waits `delayMs`, and its load and unload (a model repository request's), if it has them. */
+ * first waits `delayMs` (an ensemble has none: its steps run it), and its load and unload (a model
+ * repository request's), if it has them. */
 function declarationOf (model: Model, delayMs: number): ModelDeclaration {
   const { signature: { platform }, decoupled, sequenceBatching } = model
   return {
@@ -87,10 +88,11 @@ function declarationOf (model: Model, delayMs: number): ModelDeclaration {
     ...(platform === 'onnxruntime_onnx' && { backend: 'onnxruntime' }),
     ...(decoupled !== undefined && { decoupled }),
     ...(sequenceBatching !== undefined && { sequenceBatching }),
-    run: (infer) => run(model, infer, delayMs),
+    ...model.settings,
+    ...(model.execute !== undefined && { run: (infer: InferRequest) => run(model, infer, delayMs) }),
     ...(model.load !== undefined && { load: model.load }),
     ...(model.unload !== undefined && { unload: model.unload })
-  }
+  } as ModelDeclaration
 }
 
 /** The metrics on a port of their own (Triton's 8002), from the app's: closed with it. */

@@ -255,6 +255,11 @@ export const invalidInputData = invalid('ERR_SHM_INVALID_INPUT_DATA', (input: st
 export const datatypeNotJson = invalid('ERR_SHM_DATATYPE_NOT_JSON', (input: string, datatype: string) =>
   `input '${input}' has datatype ${datatype}, which cannot be sent as JSON 'data': use the binary data extension or shared memory`)
 
+/** A BYTES output asked for as JSON holding an element that is not UTF-8 (Triton sends its bytes
+ * as they are, which its clients then fail to read as JSON). */
+export const bytesOutputNotUtf8 = invalid('ERR_SHM_BYTES_OUTPUT_NOT_UNICODE', (output: string) =>
+  `output '${output}' holds an element that is not UTF-8, which JSON cannot carry: ask for it as binary data`)
+
 export const outputBinaryAndSharedMemory = invalid('ERR_SHM_OUTPUT_BINARY_AND_SHARED_MEMORY', () =>
   "Output can't set both 'shared_memory_region' and 'binary_data'")
 
@@ -268,8 +273,35 @@ export const missingSharedMemoryByteSize = invalid('ERR_SHM_MISSING_SHARED_MEMOR
 export const invalidTensorParameter = invalid('ERR_SHM_INVALID_TENSOR_PARAMETER', (tensor: string, parameter: string, expected: string) =>
   `parameter '${parameter}' of tensor '${tensor}' must be ${expected}`)
 
-export const inputCountMismatch = invalid('ERR_SHM_INPUT_COUNT_MISMATCH', (model: string, expected: number, received: number) =>
-  `expected ${expected} inputs but got ${received} inputs for model '${model}'`)
+/** Triton's names of a request's inputs (`['INPUT0','INPUT1']`). Its list of the missing ones
+ * when none is missing is `]` (it drops the `[` as if it were a trailing comma): kept, as its
+ * clients read its text. */
+const inputNames = (names: string[]) => names.length === 0 ? '[]' : `[${names.map((name) => `'${name}'`).join(',')}]`
+const missingNames = (names: string[]) => names.length === 0 ? ']' : inputNames(names)
+
+/** `given` are the request's input names, sorted as Triton lists them; `missing` the model's required inputs it left out. */
+export const inputCountMismatch = invalid('ERR_SHM_INPUT_COUNT_MISMATCH',
+  (model: string, required: number, total: number, given: string[], missing: string[]) =>
+    `${required === total ? `expected ${total} inputs` : `expected number of inputs between ${required} and ${total}`} but got ` +
+    `${given.length} inputs for model '${model}'. Got input(s) ${inputNames(given)}, but missing required input(s) ${missingNames(missing)}. ` +
+    'Please provide all required input(s).')
+
+export const classificationUnsupported = invalid('ERR_SHM_CLASSIFICATION_UNSUPPORTED', (datatype: string) =>
+  `class result not available for output due to unsupported type '${datatype}'`)
+
+export const classificationTooLarge = invalid('ERR_SHM_CLASSIFICATION_TOO_LARGE', () => 'classification output tensor too large')
+
+/** `grpc`: Triton's gRPC server writes it with a small `o`. */
+export const outputSharedMemoryAndClassification = invalid('ERR_SHM_OUTPUT_SHARED_MEMORY_AND_CLASSIFICATION', (grpc = false) =>
+  `${grpc ? 'output' : 'Output'} can't set both 'shared_memory_region' and 'classification'`)
+
+/** Over gRPC, a `classification` parameter that is no int64_param (Triton's words, without a period). */
+export const invalidClassificationType = invalid('ERR_SHM_INVALID_CLASSIFICATION_TYPE', () =>
+  "invalid value type for 'classification' parameter, expected int64_param")
+
+/** Over gRPC, a `classification` count of 0 or less (Triton's words). */
+export const invalidClassificationCount = invalid('ERR_SHM_INVALID_CLASSIFICATION_COUNT', () =>
+  "invalid value for 'classification' parameter, expected >= 0")
 
 export const duplicateInput = invalid('ERR_SHM_DUPLICATE_INPUT', (input: string) => `input '${input}' already exists in request`)
 
@@ -448,6 +480,10 @@ export const invalidRepositoryRequest = invalid('ERR_SHM_INVALID_REPOSITORY_REQU
 export const unparsableRequestParameter = invalid('ERR_SHM_UNPARSABLE_REQUEST_PARAMETER', (parameter: string, reason: string) =>
   `Unable to parse '${parameter}': ${reason}`)
 
+/** A request parameter for the model that is no string, number or boolean (Triton's HTTP words). */
+export const invalidRequestParameter = invalid('ERR_SHM_INVALID_REQUEST_PARAMETER', (parameter: string) =>
+  `parameter '${parameter}' has invalid type. It should be either 'int', 'bool', or 'string'.`)
+
 /** Over gRPC, a request parameter of the wrong type. */
 export const invalidRequestParameterType = invalid('ERR_SHM_INVALID_REQUEST_PARAMETER_TYPE', (parameter: string, expected: string) =>
   `invalid value type for '${parameter}' parameter, expected ${expected}.`)
@@ -510,7 +546,7 @@ export const modelVersionDeclaredTwice = usage('ERR_SHM_MODEL_VERSION_DECLARED_T
 export const noRegistry = usage('ERR_SHM_NO_REGISTRY', (owner: string, decorator: string) =>
   `${owner}: no registry at '${decorator}': register fastify-triton-shm first (option 'decorator')`)
 
-export const noSuchInput = usage('ERR_SHM_NO_SUCH_INPUT', (model: string, input: string) => `model '${model}' has no input '${input}'`)
+export const noSuchInput = usage('ERR_SHM_NO_SUCH_INPUT', (model: string, input: string) => `the request for model '${model}' has no input '${input}'`)
 
 export const noSuchOutput = usage('ERR_SHM_NO_SUCH_OUTPUT', (model: string, output: string) => `model '${model}' has no output '${output}'`)
 

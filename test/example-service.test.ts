@@ -72,7 +72,7 @@ t.test('discovery: server metadata, health, model metadata', async (t) => {
   t.same(server.body, {
     name: 'triton',
     version,
-    extensions: ['sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics']
+    extensions: ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics']
   })
 
   for (const route of ['/v2/health/live', '/v2/health/ready', '/v2/models/simple/ready', '/v2/models/simple/versions/1/ready']) {
@@ -237,7 +237,7 @@ t.test('a client that aborts a slow inference releases its leases', async (t) =>
   const model = new Gate(false)
   const models = await loadModels()
   const simple = models.get('simple')!
-  const execute = simple.execute
+  const execute = simple.execute as NonNullable<typeof simple.execute>
   let executed = false
   simple.execute = (infer) => {
     executed = true
@@ -298,7 +298,7 @@ t.test('KServeClient', async (t) => {
     t.ok(error instanceof ServerError)
     t.match(error, { name: 'ServerError', statusCode: 404, message: "Unable to find system shared memory region: 'nope'" })
     await t.rejects(client.registerSystemSharedMemory('r', uniqueKey('missing'), 64), { statusCode: 400, message: /^Unable to open shared memory region: '/ })
-    await t.rejects(client.infer('simple', { inputs: [] }), { statusCode: 400, message: "expected 2 inputs but got 0 inputs for model 'simple'" })
+    await t.rejects(client.infer('simple', { inputs: [] }), { statusCode: 400, message: "expected 2 inputs but got 0 inputs for model 'simple'. Got input(s) [], but missing required input(s) ['INPUT0','INPUT1']. Please provide all required input(s)." })
     await t.rejects(client.infer('nope', { inputs: [] }), { statusCode: 404, message: "Request for unknown model: 'nope' is not found" })
   })
 

@@ -212,7 +212,7 @@ t.test('section 4\'s checks, with their texts and Triton\'s gRPC codes', async (
     ['a huge dimension', withInputs([tensor('INPUT0'), { ...tensor('INPUT1'), shape: ['9223372036854775807', 16] }], { raw_input_contents: raw }),
       status.INVALID_ARGUMENT, "Unable to parse inference request: 'shape' of input 'INPUT1' must be an array of unsigned integers"],
     ['a missing input', withInputs([tensor('INPUT0')], { raw_input_contents: raw.slice(1) }),
-      status.INVALID_ARGUMENT, "expected 2 inputs but got 1 inputs for model 'simple'"],
+      status.INVALID_ARGUMENT, "expected 2 inputs but got 1 inputs for model 'simple'. Got input(s) ['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all required input(s)."],
     ['an unknown model', { model_name: 'nothing' }, status.NOT_FOUND, "Request for unknown model: 'nothing' is not found"]
   ]
   for (const [what, request, code, message] of cases) {

@@ -27,7 +27,7 @@ t.test('SIGTERM while gRPC clients hold their calls open: the service stops with
     inputs: [{
       name: 'INPUT0',
       datatype: 'FP32',
-      shape: [byteSize / 4],
+      shape: [1, byteSize / 4],
       parameters: { shared_memory_region: { string_param: 'in' }, shared_memory_byte_size: { int64_param: byteSize } }
     }]
   })

@@ -567,9 +567,9 @@ t.test('inputs are checked against the model', async (t) => {
   const ones = Array(16).fill(1)
   const input = (name: string, datatype = 'INT32', shape = [1, 16]) => jsonInput(name, datatype, shape, datatype === 'FP32' ? ones.map(() => 0.5) : ones)
   const cases: Array<[unknown[], string]> = [
-    [[input('INPUT0')], "expected 2 inputs but got 1 inputs for model 'simple'"],
-    [[], "expected 2 inputs but got 0 inputs for model 'simple'"],
-    [[input('INPUT0'), input('INPUT1'), input('INPUT2')], "expected 2 inputs but got 3 inputs for model 'simple'"],
+    [[input('INPUT0')], "expected 2 inputs but got 1 inputs for model 'simple'. Got input(s) ['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all required input(s)."],
+    [[], "expected 2 inputs but got 0 inputs for model 'simple'. Got input(s) [], but missing required input(s) ['INPUT0','INPUT1']. Please provide all required input(s)."],
+    [[input('INPUT2'), input('INPUT1'), input('INPUT0')], "expected 2 inputs but got 3 inputs for model 'simple'. Got input(s) ['INPUT0','INPUT1','INPUT2'], but missing required input(s) ]. Please provide all required input(s)."],
     [[input('INPUT0'), input('INPUT9')], "unexpected inference input 'INPUT9' for model 'simple'"],
     [[input('INPUT0'), input('INPUT0')], "input 'INPUT0' already exists in request"],
     [[input('INPUT0'), input('INPUT1'), input('INPUT0')], "input 'INPUT0' already exists in request"],
@@ -699,6 +699,6 @@ t.test('InferRequest tells a model that asks for an input or output its signatur
   const { app } = await buildInferApp(t, [asks('input'), asks('output')])
   for (const what of ['input', 'output'] as const) {
     const response = await infer(app, what, { inputs: [jsonInput('X', 'INT8', [1], [1])] })
-    assertError(t, response, 500, `model '${what}' has no ${what} 'Y'`)
+    assertError(t, response, 500, what === 'input' ? "the request for model 'input' has no input 'Y'" : "model 'output' has no output 'Y'")
   }
 })

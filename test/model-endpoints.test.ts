@@ -51,7 +51,7 @@ t.test('perf_analyzer against the example: -m simple -i http --shared-memory sys
   t.same(server, {
     name: 'triton',
     version,
-    extensions: ['sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics']
+    extensions: ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics']
   })
 
   // 2. Model metadata: the batch dimension is a leading -1, as max_batch_size is 8.
@@ -134,8 +134,16 @@ t.test('perf_analyzer against the example: -m simple -i http --shared-memory sys
   t.same([after.response_stats, after.memory_usage], [{}, []])
   t.same((await getJson<{ model_stats: ModelStatistics[] }>(t, `${base}/v2/models/simple/versions/1/stats`)).model_stats, [after])
   const all = (await getJson<{ model_stats: ModelStatistics[] }>(t, `${base}/v2/models/stats`)).model_stats
-  t.same(all.map(({ name }) => name), ['add_sub_fp32', 'custom_identity_int32', 'identity_fp32', 'repeat_int32', 'simple', 'simple_dyna_sequence', 'simple_identity', 'simple_int8',
-    'simple_sequence', 'simple_string', 'simple_string_dyna_sequence', 'tiny_classifier'], 'every model, by name')
+  const zeroModels = [1, 3].flatMap((count) => ['bool', 'float16', 'float32', 'object'].flatMap((type) => [`onnx_zero_${count}_${type}`, `onnx_nobatch_zero_${count}_${type}`]))
+  t.same(all.map(({ name }) => name), [
+    'add_sub_fp32', 'custom_identity_int32', 'custom_zero_1_float32', 'ensemble', 'fan_repeat', 'identity', 'identity_bytes', 'identity_fp32',
+    'identity_int32', 'input_all_optional', 'input_all_required', 'input_optional', 'nested_square',
+    // Versions 1, 2 and 3.
+    ...Array(3).fill('libtorch_nobatch_int32_int32_int32'),
+    ...zeroModels, 'onnx_zero_1_object_1_element', 'parameter', 'repeat_int32', 'repeat_int32_non_decoupled', 'repeat_square', 'sequence_repeat',
+    'simple', 'simple_dyna_sequence', 'simple_identity', 'simple_identity_int64', 'simple_int8', 'simple_repeat', 'simple_sequence', 'simple_string',
+    'simple_string_dyna_sequence', 'square_int32', 'string_identity', 'tiny_classifier'
+  ].sort(), 'every model, by name')
   t.same(all.find(({ name }) => name === 'simple'), after)
   t.same(all.find(({ name }) => name === 'simple_string')?.inference_stats.success, zero)
 
@@ -205,7 +213,7 @@ t.test('readiness: the server, a model, a version; unready versions answer as Tr
   t.same(JSON.parse(answer.text), { model_name: 'echo', model_version: '1', outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [2], data: [4, 5] }] }, 'served by version 1, and says so')
   const stats = (await getJson<{ model_stats: ModelStatistics[] }>(t, `${base}/v2/models/echo/stats`)).model_stats
   t.same(stats.map(({ version, inference_stats: { success } }) => [version, success.count]), [['1', 1]], 'only ready versions are listed')
-  t.same(await getJson(t, `${base}/v2`), { name: 'fastify-triton-shm', version: '', extensions: ['sequence', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'statistics'] },
+  t.same(await getJson(t, `${base}/v2`), { name: 'fastify-triton-shm', version: '', extensions: ['classification', 'sequence', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics'] },
     'the default server name; the version is the host\'s to give')
 })
 

@@ -147,7 +147,7 @@ t.test('metadata and configuration, as Triton prints them', async (t) => {
 t.test('declarations are checked when the table is made', async (t) => {
   const refused = (declaration: unknown, message: string | RegExp) =>
     t.throws(() => new ModelTable([declaration as ModelDeclaration]), { name: 'TypeError', message }, String(message))
-  refused({ ...adder(), run: undefined }, "fastify-triton-shm: model 'add': the declaration must have required property 'run'")
+  refused({ ...adder(), run: undefined }, "fastify-triton-shm: model 'add': the declaration must have property 'run' (or 'ensembleScheduling')")
   refused({ ...adder(), run: 'yes' }, "fastify-triton-shm: model 'add': 'run' must be a function")
   refused({ ...adder(), name: 7 }, "fastify-triton-shm: model: 'name' must be string")
   refused(null, 'fastify-triton-shm: model: the declaration must be object')
@@ -178,7 +178,7 @@ t.test('infer: each phase timed; successes, failures and batches counted', async
       runs++
       if (infer.id === 'throw') throw new TritonError('ERR_TEST', 'invalid', 'the model refused')
       await sleep(5)
-      await model.run(infer)
+      await model.run?.(infer)
       sums.set(infer, Array.from(infer.input<Numbers>('INPUT0').data, (value, index) => value + infer.input<Numbers>('INPUT1').data[index]))
     }
   }])

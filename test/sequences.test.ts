@@ -109,7 +109,7 @@ t.test('the requests of one sequence run one after another, in the order they ca
       most = Math.max(most, running.get(id) as number)
     }
   })
-  const run = model.run
+  const run = model.run as NonNullable<typeof model.run>
   model.run = async (infer) => {
     await run(infer)
     const id = String(infer.sequence?.correlationId)

@@ -126,7 +126,7 @@ t.test('failures by Triton\'s reasons, and the pending gauge', async (t) => {
   t.equal(await infer(1, '', { beforeRun: () => { seenPending = pending() } }), 'ok')
   t.equal(seenPending, 1, 'pending while it waits for its run')
   t.equal(await infer(1, 'fail'), 'the model failed', 'BACKEND: the model failed')
-  t.equal(await infer(0), "expected 1 inputs but got 0 inputs for model 'm'", 'OTHER: the request could not be read')
+  t.equal(await infer(0), "expected 1 inputs but got 0 inputs for model 'm'. Got input(s) [], but missing required input(s) ['INPUT0']. Please provide all required input(s).", 'OTHER: the request could not be read')
   t.match(await infer(1, '', { beforeRun: () => { throw new TritonError('ERR_TEST', 'exhausted', 'busy') } }), 'busy', 'REJECTED: refused before its run')
   t.match(await infer(1, '', { beforeRun: () => { throw Object.assign(new Error('Too Many Requests'), { statusCode: 429 }) } }), 'Too Many Requests', 'REJECTED too')
   t.match(await infer(1, '', { beforeRun: () => { throw new TritonError('ERR_TEST', 'cancelled', 'gone') } }), 'gone', 'CANCELED')

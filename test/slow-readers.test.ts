@@ -15,7 +15,7 @@ import { drain, listenLocally, stalledInfer, untilNoConnections } from './helper
 const MiB = 1024 ** 2
 
 const identityRequest = (byteSize: number) => ({
-  inputs: [shmInput('INPUT0', 'FP32', [byteSize / 4], 'in', byteSize)],
+  inputs: [shmInput('INPUT0', 'FP32', [1, byteSize / 4], 'in', byteSize)],
   outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }]
 })
 

@@ -195,6 +195,7 @@ export interface SystemSharedMemoryRegistry extends EventEmitter<RegistryEvents>
   close(): void
 }
 
+export type * from './ensembles'
 export type * from './kserve'
 export type * from './models'
 export type * from './sequences'

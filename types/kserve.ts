@@ -52,6 +52,12 @@ export interface TensorSpec {
   name: string
   datatype: Datatype
   shape: number[]
+  /** An input a request may leave out (Triton's `optional: true`); the model then runs without
+   * it. Inputs only. Default false. */
+  optional?: boolean
+  /** An output's class labels, by index (the lines of Triton's `label_filename`): a classification
+   * of the output (Triton's `classification` parameter) names each class it returns. Outputs only. */
+  labels?: string[]
 }
 
 /** What the helpers check a request against: the KServe model metadata (`GET /v2/models/<m>`). */

@@ -32,7 +32,7 @@ export interface ModelInputConfig {
   dims: number[]
   is_shape_tensor: false
   allow_ragged_batch: false
-  optional: false
+  optional: boolean
   is_non_linear_format_io: false
 }
 
@@ -67,10 +67,22 @@ export interface ModelSequenceBatchingConfig {
   iterative_sequence: false
 }
 
+/** Triton's `ensemble_scheduling` of an ensemble. */
+export interface ModelEnsemblingConfig {
+  step: Array<{
+    model_name: string
+    /** -1: the newest ready version. */
+    model_version: number
+    input_map: Record<string, string>
+    output_map: Record<string, string>
+    model_namespace: string
+  }>
+}
+
 /**
  * `GET /v2/models/<m>[/versions/<v>]/config`: Triton's model configuration, every field Triton
  * prints that perf_analyzer and Triton's clients read, enums as strings. No `dynamic_batching`:
- * this server batches nothing; `sequence_batching` only for a stateful model.
+ * this server batches nothing; `sequence_batching` only for a stateful model, `ensemble_scheduling` for an ensemble.
  */
 export interface ModelConfigResponse {
   name: string
@@ -101,6 +113,8 @@ export interface ModelConfigResponse {
   model_warmup: []
   /** Set for a stateful model (a declaration's `sequenceBatching`). */
   sequence_batching?: ModelSequenceBatchingConfig
+  /** Set for an ensemble (a declaration's `ensembleScheduling`). */
+  ensemble_scheduling?: ModelEnsemblingConfig
   model_transaction_policy: { decoupled: boolean }
   response_cache: { enable: false }
 }

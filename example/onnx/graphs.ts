@@ -4,7 +4,7 @@
  * match this file).
  *
  *   simple          INT32 INPUT0, INPUT1 [batch, 16] -> OUTPUT0 = sum, OUTPUT1 = difference (Triton's)
- *   identity_fp32   FP32 INPUT0 [n] -> OUTPUT0, the same values: the transport, and nothing else
+ *   identity_fp32   FP32 INPUT0 [batch, n] -> OUTPUT0, the same values: the transport, and nothing else
  *   tiny_classifier FP32 image [1, 3, 224, 224] -> Conv 3x3 (8 filters, stride 2) -> Relu ->
  *                   global average -> Gemm (10 classes) -> Softmax: FP32 probabilities [1, 10]
  */
@@ -42,8 +42,8 @@ export function identityGraph (): Uint8Array {
   return modelBytes({
     name: 'identity_fp32',
     node: [{ opType: 'Identity', input: ['INPUT0'], output: ['OUTPUT0'] }],
-    input: [tensorInfo('INPUT0', DataType.FLOAT, ['n'])],
-    output: [tensorInfo('OUTPUT0', DataType.FLOAT, ['n'])]
+    input: [tensorInfo('INPUT0', DataType.FLOAT, ['batch', 'n'])],
+    output: [tensorInfo('OUTPUT0', DataType.FLOAT, ['batch', 'n'])]
   })
 }
 

@@ -1,6 +1,7 @@
 /**
- * gRPC parameters (`map<string, InferParameter>`) as the KServe helpers read them: the shared
- * memory ones, checked for the type Triton requires. Other parameters mean nothing to the helpers.
+ * gRPC parameters (`map<string, InferParameter>`) of a tensor as the KServe helpers read them: the
+ * shared memory ones, and an output's `classification`, checked as Triton checks them. Other
+ * parameters mean nothing to the helpers.
  */
 import type { TensorParameters } from '../../types/kserve'
 import type { InferParameter, InferParameters, ParameterChoice } from '../../types/grpc'
@@ -31,4 +32,15 @@ export function sharedMemoryParameters (tensor: string, parameters: InferParamet
     if (stray !== undefined) throw errors.sharedMemoryParameterWithoutRegion(stray, tensor)
   }
   return values
+}
+
+/** An output's `classification` count (Triton's classification extension), if it asks for one:
+ * an int64_param above 0, never with shared memory. */
+export function classificationParameter (parameters: InferParameters, inSharedMemory: boolean): number | undefined {
+  if (!Object.hasOwn(parameters, 'classification')) return undefined
+  const { parameter_choice: choice, int64_param: count } = parameters.classification
+  if (choice !== 'int64_param') throw errors.invalidClassificationType()
+  if (!(Number(count) > 0)) throw errors.invalidClassificationCount()
+  if (inSharedMemory) throw errors.outputSharedMemoryAndClassification(true)
+  return Number(count)
 }

@@ -12,8 +12,8 @@ import { isDatatype } from '../kserve/datatypes'
 import { InferRequest, type ReadInferRequestOptions } from '../kserve/infer-request'
 import { checkInferRequest } from '../kserve/infer-wire'
 import type { InputBytes } from '../kserve/input-tensors'
-import { sharedMemoryParameters } from './infer-parameters'
-import { requestParameters } from './request-parameters'
+import { classificationParameter, sharedMemoryParameters } from './infer-parameters'
+import { modelParameters, requestParameters } from './request-parameters'
 import { contentsBytes, hasContents } from './tensor-contents'
 
 /** The bytes of the inputs not in shared memory, one entry per input, in order. */
@@ -63,6 +63,8 @@ function inputsOf ({ model_name: model, inputs, raw_input_contents: raw }: Model
  * covers only the outputs a request does not list). */
 function outputOf ({ name, parameters }: ModelInferRequest['outputs'][number]) {
   const inMemory = sharedMemoryParameters(name, parameters)
+  const classification = classificationParameter(parameters, inMemory.shared_memory_region !== undefined)
+  if (classification !== undefined) return { name, parameters: { classification, binary_data: true } }
   return { name, parameters: inMemory.shared_memory_region === undefined ? { ...inMemory, binary_data: true } : inMemory }
 }
 
@@ -70,7 +72,8 @@ function outputOf ({ name, parameters }: ModelInferRequest['outputs'][number]) {
 function wireOf (request: ModelInferRequest): { wire: InferRequestWire, bytes: Uint8Array[] } {
   const { inputs, bytes } = inputsOf(request)
   const outputs = request.outputs.map(outputOf)
-  const wire = { id: request.id === '' ? undefined : request.id, parameters: { binary_data_output: true }, inputs, outputs }
+  const parameters = { ...modelParameters(request.parameters), binary_data_output: true }
+  const wire = { id: request.id === '' ? undefined : request.id, parameters, inputs, outputs }
   return { wire: checkInferRequest(wire), bytes }
 }
 

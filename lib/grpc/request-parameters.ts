@@ -1,9 +1,11 @@
 /**
- * The parameters of a ModelInferRequest that mean something to the server, read as Triton's gRPC
- * server reads them (src/grpc/infer_handler.cc): the sequence extension's `sequence_id`
- * (int64_param or string_param), `sequence_start` and `sequence_end` (bool_param), and the
- * reserved `triton_` keys, of which only `triton_enable_empty_final_response` (bool_param) is known.
+ * The parameters of a ModelInferRequest, read as Triton's gRPC server reads them
+ * (src/grpc/infer_handler.cc): the sequence extension's `sequence_id` (int64_param or
+ * string_param), `sequence_start` and `sequence_end` (bool_param), `priority` and `timeout`, the
+ * reserved `triton_` keys, of which only `triton_enable_empty_final_response` (bool_param) is
+ * known; every other is the model's (`infer.parameters`), an int64, bool, string or double.
  */
+import type { TensorParameters } from '../../types/kserve'
 import type { InferParameter, InferParameters } from '../../types/grpc'
 import type { SequenceFlags } from '../../types/sequences'
 import * as errors from '../errors'
@@ -51,4 +53,27 @@ export function requestParameters (parameters: InferParameters): RequestParamete
     }
   }
   return any ? { sequence, emptyFinalResponse } : NONE
+}
+
+/** The parameters the server takes for itself: not the model's. */
+const SERVER_PARAMETERS = new Set(['sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout'])
+
+/** A model's parameter in its JSON form: an int64 as a number (inexact above 2^53). */
+function modelValue (name: string, { parameter_choice: choice, ...values }: InferParameter): string | number | boolean {
+  switch (choice) {
+    case 'int64_param': return Number(values.int64_param)
+    case 'bool_param': return values.bool_param as boolean
+    case 'string_param': return values.string_param as string
+    case 'double_param': return values.double_param as number
+    default: throw errors.invalidRequestParameterType(name, 'int64_param, bool_param, or string_param')
+  }
+}
+
+/** The request's parameters that are the model's, as a JSON request carries them. */
+export function modelParameters (parameters: InferParameters): TensorParameters {
+  const model: TensorParameters = {}
+  for (const name in parameters) {
+    if (!SERVER_PARAMETERS.has(name) && !name.startsWith('triton_')) model[name] = modelValue(name, parameters[name])
+  }
+  return model
 }

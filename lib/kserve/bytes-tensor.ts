@@ -6,6 +6,7 @@
  * at most twice the tensor's own bytes, as each element takes 4 at least), and a Buffer only for an
  * element a model asks for. Outputs are the model's own array of Buffers.
  */
+import { isUtf8 } from 'node:buffer'
 import type { BytesElements } from '../../types/kserve'
 import * as errors from '../errors'
 
@@ -102,11 +103,13 @@ export function bytesTensorFromJson (input: string, values: unknown[]): BytesEle
 }
 
 /** JSON text of BYTES elements, as UTF-8 strings; undefined once it would pass `maxLength` characters,
- * before the text is joined (a string past V8's limit cannot be made at all). */
-export function jsonOfBytesTensor (elements: Buffer[], maxLength: number): string | undefined {
+ * before the text is joined (a string past V8's limit cannot be made at all). An element that is
+ * not UTF-8 has no JSON string: output `tensor` is refused, never sent with its bytes replaced. */
+export function jsonOfBytesTensor (tensor: string, elements: Buffer[], maxLength: number): string | undefined {
   const strings: string[] = []
   let length = 2
   for (const element of elements) {
+    if (!isUtf8(element)) throw errors.bytesOutputNotUtf8(tensor)
     const text = JSON.stringify(element.toString())
     length += text.length + 1
     if (length > maxLength) return undefined

@@ -5,7 +5,7 @@
  */
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
 import type {
-  InferLimits, InFlightReservation, InferRequestWire, ModelSignature, Tensor, TensorData, TensorSpec
+  InferLimits, InFlightReservation, InferRequestWire, ModelSignature, Tensor, TensorData, TensorParameters, TensorSpec
 } from '../../types/kserve'
 import type { SendOptions, SequenceContext, SequenceFlags } from '../../types/sequences'
 import * as errors from '../errors'
@@ -15,7 +15,9 @@ import {
   encodeResponse, type EncodedResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets,
   responseBudgets
 } from './output-tensors'
-import { sequenceFlagsOfJson } from './sequence-flags'
+import { modelParametersOfJson } from './request-parameters'
+import { NO_SEQUENCE, sequenceFlagsOfJson } from './sequence-flags'
+import { tensorDataBytes } from './tensor-data'
 
 export interface ReadInferRequestOptions {
   /** The registry that resolves `shared_memory_region` parameters (`app.systemSharedMemory`). */
@@ -55,14 +57,29 @@ function specOfInput (model: ModelSignature, name: string, datatype: string, sha
   return spec
 }
 
-/** A name sent twice first, as Triton does: with one, the count could match while a model input is missing. */
+/** A name sent twice first, as Triton does: with one, the count could match while a model input
+ * is missing. Then the count, between the model's required inputs and all of them. */
 function checkInputNames ({ inputs }: InferRequestWire, model: ModelSignature): void {
   const names = new Set<string>()
   for (const { name } of inputs) {
     if (names.has(name)) throw errors.duplicateInput(name)
     names.add(name)
   }
-  if (inputs.length !== model.inputs.length) throw errors.inputCountMismatch(model.name, model.inputs.length, inputs.length)
+  const required = model.inputs.filter(({ optional }) => optional !== true)
+  if (inputs.length > model.inputs.length || inputs.length < required.length) throw inputCountError(model, names)
+}
+
+/** Triton's answer to a request without every required input of its model. */
+function inputCountError (model: ModelSignature, names: Set<string>): Error {
+  const required = model.inputs.filter(({ optional }) => optional !== true)
+  const missing = required.filter(({ name }) => !names.has(name)).map(({ name }) => name)
+  return errors.inputCountMismatch(model.name, required.length, model.inputs.length, [...names].sort(), missing)
+}
+
+/** Every required input is there (an optional one may take a required one's place in the count). */
+function checkRequiredInputs ({ inputs }: InferRequestWire, model: ModelSignature): void {
+  const names = new Set(inputs.map(({ name }) => name))
+  if (model.inputs.some(({ name, optional }) => optional !== true && !names.has(name))) throw inputCountError(model, names)
 }
 
 /** Inputs of a batching model share their first dimension, within the model's largest batch. */
@@ -83,12 +100,16 @@ export class InferRequest {
   readonly inputs: Tensor[]
   /** What the request says of its sequence (Triton's `sequence_id`, `sequence_start`, `sequence_end`). */
   readonly sequenceFlags: SequenceFlags
+  /** The request's parameters that are the model's: all but those the server takes for itself
+   * (the sequence flags, `priority`, `timeout`, `binary_data_output`, the `triton_` keys). */
+  readonly parameters: Readonly<TensorParameters>
   /** For a run of a stateful model (a declaration's `sequenceBatching`): its sequence, with the
    * state the model keeps. Set by the model table. */
   sequence?: SequenceContext
   readonly #plans: Map<string, OutputPlan>
   readonly #produced = new Map<string, ProducedOutput>()
   readonly #leases: Lease[] = []
+  readonly #registry: SystemSharedMemoryRegistry
   readonly #abandoned = new AbortController()
   /** Holds taken by `retain()` and not yet ended; `release()` waits for the last. */
   #holds = 0
@@ -110,6 +131,9 @@ export class InferRequest {
   readonly #inputBytes: Uint8Array[] = []
   /** A response another process made for it (`answerWith`). */
   #answer?: EncodedResponse
+  /** A request made by `forModel`: its reservation, and how it stops following its parent's abandonment. */
+  #stepReservation?: InFlightReservation
+  #detach?: () => void
 
   /** `bytes` gives the bytes of the inputs that declare them (`binary_data_size`), in order: a
    * binary body's section after its JSON, or another transport's own source. */
@@ -118,6 +142,7 @@ export class InferRequest {
     const binary = Buffer.isBuffer(bytes) ? new BinaryCursor(bytes) : bytes
     this.#wire = body
     this.id = body.id
+    this.#registry = registry
     this.model = model
     this.modelVersion = modelVersion
     this.limits = { ...DEFAULT_INFER_LIMITS, ...limits }
@@ -131,6 +156,7 @@ export class InferRequest {
     const hold = (lease: Lease) => { this.#leases.push(lease) }
     try {
       this.sequenceFlags = sequence ?? sequenceFlagsOfJson(body.parameters)
+      this.parameters = modelParametersOfJson(body.parameters)
       // As Triton's HTTP server: each input's JSON data is read against its own shape first,
       // before the request is checked against the model.
       const jsonData = readJsonData(body.inputs)
@@ -146,8 +172,9 @@ export class InferRequest {
       }
       const charge = (bytes: number) => reservation?.charge(bytes)
       const context = { model: model.name, registry, binary: recorded, limits: this.limits, hold, charge }
-      this.inputs = body.inputs.map((input, index) =>
-        readInput(input, specOfInput(model, input.name, input.datatype, input.shape), context, jsonData[index]))
+      const specs = body.inputs.map((input) => specOfInput(model, input.name, input.datatype, input.shape))
+      checkRequiredInputs(body, model)
+      this.inputs = body.inputs.map((input, index) => readInput(input, specs[index], context, jsonData[index]))
       binary.finish()
       this.#plans = planOutputs(body, model, registry, hold, [...this.#leases])
     } catch (error) {
@@ -162,7 +189,8 @@ export class InferRequest {
     return [...this.#plans.keys()]
   }
 
-  /** The input named `name` (the model's signature guarantees it was sent). */
+  /** The input named `name`: the model's signature guarantees a required one was sent; an
+   * optional one the request left out throws (look for it in `inputs` first). */
   input<Data extends TensorData = TensorData> (name: string): Tensor<Data> {
     const tensor = this.inputs.find((input) => input.name === name)
     if (tensor === undefined) throw errors.noSuchInput(this.model.name, name)
@@ -183,6 +211,43 @@ export class InferRequest {
     const data = outputStorage(spec, shape, this.#plans.get(name), this.limits, this.#budgets)
     this.#produced.set(name, { spec, shape, data })
     return data as Data
+  }
+
+  /** The outputs the model stored since its last response (`output()`), as tensors. */
+  get storedOutputs (): Tensor[] {
+    return [...this.#produced.values()].map(({ spec, shape, data }) => ({ name: spec.name, datatype: spec.datatype, shape, data }))
+  }
+
+  /**
+   * A request of this one's for another model (an ensemble's step): `inputs` as it takes them,
+   * every output in `outputs` asked for as binary data, this request's id, parameters, limits and
+   * registry. Its output storage is charged to a reservation of its own, given back when it is
+   * released; it is abandoned when this request is. The caller releases it.
+   */
+  forModel (model: ModelSignature, modelVersion: string, inputs: Tensor[], outputs: string[]): InferRequest {
+    const bytes = inputs.map(({ data }) => tensorDataBytes(data))
+    const wire: InferRequestWire = {
+      ...(this.id !== undefined && { id: this.id }),
+      parameters: this.parameters,
+      inputs: inputs.map(({ name, datatype, shape }, index) => ({ name, datatype, shape, parameters: { binary_data_size: bytes[index].byteLength } })),
+      outputs: outputs.map((name) => ({ name, parameters: { binary_data: true } }))
+    }
+    const registry = this.#registry
+    const reservation = registry.inFlight.open()
+    let position = 0
+    const inputBytes: InputBytes = { byteLength: 0, take: () => bytes[position++], finish: () => {} }
+    let request: InferRequest
+    try {
+      request = new InferRequest(wire, inputBytes, { registry, model, modelVersion, limits: this.limits, sequence: NO_SEQUENCE, reservation })
+    } catch (error) {
+      reservation.release()
+      throw error
+    }
+    request.#stepReservation = reservation
+    const abandon = () => request.abandon()
+    this.signal.addEventListener('abort', abandon, { once: true })
+    request.#detach = () => this.signal.removeEventListener('abort', abandon)
+    return request
   }
 
   /** The response for the outputs the request asked for, with the shared memory ones stored in
@@ -286,6 +351,8 @@ export class InferRequest {
     if (this.#releaseWaiting) return
     this.#over = true
     this.#responseReservation?.release()
+    this.#stepReservation?.release()
+    this.#detach?.()
     for (const lease of this.#leases.splice(0)) lease.release()
   }
 }

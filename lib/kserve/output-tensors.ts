@@ -6,6 +6,7 @@ import type { Lease, SystemSharedMemoryRegistry } from '../../types'
 import type { BytesElements, InferLimits, InferOutputRequestWire, InferRequestWire, ModelSignature, TensorData, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
 import { jsonOfBytesTensor, serializedSize, writeBytesTensor } from './bytes-tensor'
+import { checkClassifiable, checkClassificationSize, classify } from './classification'
 import {
   bytesOf, elementBytes, exactElementCount, hasJsonForm, jsonOfTypedArray, maxJsonChars, newTypedArray, typedArrayOver
 } from './datatypes'
@@ -24,6 +25,11 @@ export interface OutputPlan {
   aliased: boolean
   /** Sent as binary data after the JSON header (when not in shared memory). */
   binary: boolean
+  /** Asked for as a classification (Triton's `classification` parameter): its top this many
+   * classes, as BYTES, instead of its elements. */
+  classCount?: number
+  /** The model batches: the output's first dimension is the batch (each entry classified apart). */
+  batched: boolean
 }
 
 export interface ProducedOutput {
@@ -40,14 +46,22 @@ function planOutput (name: string, parameterValues: Parameters, model: ModelSign
   acquire: Acquire, inputLeases: Lease[]): OutputPlan {
   const spec = model.outputs.find((output) => output.name === name)
   if (spec === undefined) throw errors.unexpectedOutput(name, model.name)
+  const batched = (model.maxBatchSize ?? 0) > 0
   const binaryData = parameterValues.boolean('binary_data')
   const region = parameterValues.string('shared_memory_region')
-  if (region === undefined) return { spec, aliased: false, binary: (binaryData ?? binaryByDefault) || !hasJsonForm(spec.datatype) }
+  // Triton's HTTP server reads a count of 0 as no classification.
+  const classCount = parameterValues.unsigned('classification') || undefined
+  if (region !== undefined && parameterValues.has('classification')) throw errors.outputSharedMemoryAndClassification()
+  if (classCount !== undefined) {
+    checkClassifiable(spec)
+    return { spec, aliased: false, binary: binaryData ?? binaryByDefault, classCount, batched }
+  }
+  if (region === undefined) return { spec, aliased: false, binary: (binaryData ?? binaryByDefault) || !hasJsonForm(spec.datatype), batched }
   if (binaryData === true) throw errors.outputBinaryAndSharedMemory()
   const byteSize = parameterValues.unsigned('shared_memory_byte_size')
   if (byteSize === undefined) throw errors.missingSharedMemoryByteSize(name)
   const lease = acquire(region, parameterValues.unsigned('shared_memory_offset') ?? 0, byteSize)
-  return { spec, binary: false, lease, aliased: inputLeases.some((input) => lease.overlaps(input)) }
+  return { spec, binary: false, lease, aliased: inputLeases.some((input) => lease.overlaps(input)), batched }
 }
 
 /** The outputs a request asks for (all of the model's when it names none, as `"outputs": []` does
@@ -77,6 +91,12 @@ export function planOutputs (request: InferRequestWire, model: ModelSignature, r
 /** True for an output the response carries as JSON `data` (one the request did not ask for is not sent). */
 const sentAsJson = (plan: OutputPlan | undefined): boolean => plan !== undefined && plan.lease === undefined && !plan.binary
 
+/** What the response carries of an output asked for as a classification: its top classes, as BYTES. */
+function classified (output: ProducedOutput, plan: OutputPlan): ProducedOutput {
+  const { shape, elements } = classify(output.spec.datatype, output.shape, output.data, plan.classCount as number, plan.batched, output.spec.labels)
+  return { spec: { name: output.spec.name, datatype: 'BYTES', shape }, shape, data: elements }
+}
+
 /**
  * Storage for an output: a view of its shared memory (written in place) or a new array. Refuses,
  * before the model writes anything, what the response could not carry: a region too small, too
@@ -93,6 +113,12 @@ export function outputStorage (spec: TensorSpec, shape: number[], plan: OutputPl
   }
   const datatype = spec.datatype as FixedDatatype
   const required = count * BigInt(bytesPerElement)
+  if (plan?.classCount !== undefined) {
+    // Classified when the response is made: the elements themselves are not sent.
+    checkClassificationSize(shape, plan.batched)
+    chargeBytes(budgets.binary, spec.name, required)
+    return newTypedArray(datatype, Number(count))
+  }
   if (plan?.lease === undefined) {
     if (sentAsJson(plan)) {
       // JSON's typed array is a fraction of its characters' budget (an element takes at least 2).
@@ -197,7 +223,7 @@ function binaryOf ({ spec, data }: ProducedOutput, budget: ResponseBudget): Uint
  * BYTES are measured as they are written. */
 function jsonOf ({ spec, data }: ProducedOutput, json: ResponseBudget): string {
   if (spec.datatype !== 'BYTES') return jsonOfTypedArray(spec.datatype, data as TypedArray)
-  const text = jsonOfBytesTensor(data as Buffer[], json.left)
+  const text = jsonOfBytesTensor(spec.name, data as Buffer[], json.left)
   json.charge(spec.name, text?.length ?? Infinity)
   return text as string
 }
@@ -244,17 +270,17 @@ function headerFields ({ id, model_name: model, model_version: version }: Respon
 export function encodeResponse (head: ResponseHead, plans: Map<string, OutputPlan>,
   produced: Map<string, ProducedOutput>, budgets: ResponseBudgets): EncodedResponse {
   const outputs = [...plans].map(([name, plan]) => {
-    const output = produced.get(name)
-    if (output === undefined) throw errors.outputNotProduced(name)
-    if (plan.lease !== undefined) checkFits(output, plan.lease)
-    return { name, plan, output }
+    const stored = produced.get(name)
+    if (stored === undefined) throw errors.outputNotProduced(name)
+    if (plan.lease !== undefined) checkFits(stored, plan.lease)
+    return { name, plan, output: plan.classCount === undefined ? stored : classified(stored, plan) }
   })
   const binary: Uint8Array[] = []
   const encoded: EncodedOutput[] = []
   const entries = outputs.map(({ name, plan, output }) => {
-    const listed: EncodedOutput = { name, datatype: plan.spec.datatype, shape: output.shape }
+    const listed: EncodedOutput = { name, datatype: output.spec.datatype, shape: output.shape }
     encoded.push(listed)
-    const fields = `"name":${JSON.stringify(name)},"datatype":"${plan.spec.datatype}","shape":${JSON.stringify(output.shape)}`
+    const fields = `"name":${JSON.stringify(name)},"datatype":"${output.spec.datatype}","shape":${JSON.stringify(output.shape)}`
     if (plan.lease !== undefined) return `{${fields}}`
     if (!plan.binary) return `{${fields},"data":${jsonOf(output, budgets.json)}}`
     const bytes = binaryOf(output, budgets.binary)

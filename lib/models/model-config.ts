@@ -4,7 +4,8 @@
  * values as JSON numbers).
  */
 import type { TensorSpec } from '../../types/kserve'
-import type { ConfigDatatype, ModelConfigResponse, ModelMetadataResponse, ModelSequenceBatchingConfig } from '../../types/models'
+import type { EnsembleScheduling } from '../../types/ensembles'
+import type { ConfigDatatype, ModelConfigResponse, ModelEnsemblingConfig, ModelMetadataResponse, ModelSequenceBatchingConfig } from '../../types/models'
 import type { SequenceBatching } from '../../types/sequences'
 import type { ModelDeclaration } from './declaration'
 
@@ -39,20 +40,38 @@ function sequenceBatchingConfig ({ maxSequenceIdleMicroseconds, controlInputs = 
   }
 }
 
+/** Triton's `ensemble_scheduling`: a step without a version runs the newest (-1). */
+function ensemblingConfig ({ steps }: EnsembleScheduling): ModelEnsemblingConfig {
+  return {
+    step: steps.map(({ model, version, inputMap, outputMap }) => ({
+      model_name: model,
+      model_version: version === undefined ? -1 : Number(version),
+      input_map: { ...inputMap },
+      output_map: { ...outputMap },
+      model_namespace: ''
+    }))
+  }
+}
+
 /** The dimensions Triton's configuration shows: without the batch dimension of a batching model. */
 const dimsOf = (spec: TensorSpec, batching: boolean) => batching ? spec.shape.slice(1) : spec.shape
 
 const isBatching = ({ maxBatchSize = 0 }: ModelDeclaration) => maxBatchSize > 0
 
+/** A tensor as the model metadata lists it: its name, datatype and shape (not whether it is optional, nor its labels). */
+const metadataOf = ({ name, datatype, shape }: TensorSpec): TensorSpec => ({ name, datatype, shape })
+
 /** The model metadata (`GET /v2/models/<m>`), listing the model's ready `versions`. */
 export function modelMetadata (declaration: ModelDeclaration, versions: string[]): ModelMetadataResponse {
   const { name, platform = '', inputs, outputs } = declaration
-  return { name, versions, platform, inputs, outputs }
+  return { name, versions, platform, inputs: inputs.map(metadataOf), outputs: outputs.map(metadataOf) }
 }
 
 /** Triton's model configuration of `declaration`; `versions` are every version of its name. */
 export function modelConfig (declaration: ModelDeclaration, versions: string[]): ModelConfigResponse {
-  const { name, platform = '', backend = '', maxBatchSize = 0, labelFilenames = {}, decoupled = false, sequenceBatching } = declaration
+  const {
+    name, platform = '', backend = '', maxBatchSize = 0, labelFilenames = {}, decoupled = false, sequenceBatching, ensembleScheduling, instanceCount = 1
+  } = declaration
   const batching = isBatching(declaration)
   return {
     name,
@@ -68,7 +87,7 @@ export function modelConfig (declaration: ModelDeclaration, versions: string[]):
       dims: dimsOf(spec, batching),
       is_shape_tensor: false,
       allow_ragged_batch: false,
-      optional: false,
+      optional: spec.optional ?? false,
       is_non_linear_format_io: false
     })),
     output: declaration.outputs.map((spec) => ({
@@ -83,8 +102,9 @@ export function modelConfig (declaration: ModelDeclaration, versions: string[]):
     batch_output: [],
     // Where Triton prints its scheduling choice.
     ...(sequenceBatching !== undefined && { sequence_batching: sequenceBatchingConfig(sequenceBatching) }),
+    ...(ensembleScheduling !== undefined && { ensemble_scheduling: ensemblingConfig(ensembleScheduling) }),
     instance_group: [{
-      name, kind: 'KIND_CPU', count: 1, gpus: [], secondary_devices: [], profile: [], passive: false, host_policy: ''
+      name, kind: 'KIND_CPU', count: instanceCount, gpus: [], secondary_devices: [], profile: [], passive: false, host_policy: ''
     }],
     default_model_filename: '',
     cc_model_filenames: {},

@@ -6,7 +6,7 @@
  * maps to its own status.
  */
 import type { SystemSharedMemoryRegistry } from '../../types'
-import type { ModelSignature } from '../../types/kserve'
+import type { ModelSignature, Tensor } from '../../types/kserve'
 import type {
   ModelConfigResponse, ModelLoadOverrides, ModelMetadataResponse, ModelStatisticsResponse, RepositoryIndexEntry
 } from '../../types/models'
@@ -17,6 +17,9 @@ import { Registry } from '../registry/registry'
 import { MemoryModelStore, type ServicePeers } from '../store/model-store'
 import type { IncomingCall } from '../store/process-channel'
 import { checkDeclaration, DEFAULT_VERSIONS, type ModelDeclaration } from './declaration'
+import { runEnsemble, type StepRunner } from './ensemble-flow'
+import { type DeclarationsByName, type EnsemblePlan, planEnsembles } from './ensemble-plan'
+import { ModelInstances } from './instances'
 import { modelConfig, modelMetadata } from './model-config'
 import { type ApplyCall, ModelRepository, type RepositoryLogger, serving, type VersionState } from './model-repository'
 import {
@@ -69,12 +72,16 @@ export interface StreamCall<Result> extends InferCall<Result> {
 interface ModelVersion extends VersionState {
   readonly version: string
   readonly declaration: ModelDeclaration
+  /** What runs a request: the declaration's `run`, or an ensemble's steps. */
+  readonly run: (infer: InferRequest) => void | Promise<void>
   /** What `InferRequest` checks requests against: the declaration's signature. */
   readonly signature: ModelSignature
   ready: boolean
   readonly statistics: InferenceStatistics
   /** A stateful model's sequences. */
   readonly sequences?: SequenceBatcher
+  /** A model with a number of instances: its runs wait for one. */
+  readonly instances?: ModelInstances
 }
 
 /** A version as declared: loaded, with no request in flight. */
@@ -124,24 +131,14 @@ export class ModelTable {
    */
   constructor (declarations: Iterable<ModelDeclaration>, options: ModelTableOptions = {}) {
     const store = new MemoryModelStore()
+    const declared: DeclarationsByName = new Map()
     for (const declaration of declarations) {
-      const { name, versions = DEFAULT_VERSIONS, ready = true } = checkDeclaration(declaration)
-      const known = this.#models.get(name) ?? []
-      const taken = known.find(({ version }) => versions.includes(version))
-      if (taken !== undefined) throw errors.modelVersionDeclaredTwice(name, taken.version)
-      const signature = signatureOf(declaration, versions)
-      const { sequenceBatching, maxBatchSize = 0 } = declaration
-      const statisticsOf = (version: string) => new InferenceStatistics(store.cells(name, version))
-      known.push(...versions.map((version) => ({
-        version,
-        declaration,
-        signature,
-        ready,
-        statistics: statisticsOf(version),
-        ...NEW_VERSION_STATE,
-        ...(sequenceBatching !== undefined && { sequences: new SequenceBatcher(name, sequenceBatching, maxBatchSize > 0) })
-      })))
-      this.#models.set(name, known.sort(byVersion))
+      checkDeclaration(declaration)
+      declared.set(declaration.name, [...declared.get(declaration.name) ?? [], declaration])
+    }
+    const ensembles = planEnsembles(declared)
+    for (const versionsOfName of declared.values()) {
+      for (const declaration of versionsOfName) this.#declare(store, ensembles.get(declaration), declaration)
     }
     const { repository = false, processStatistics = false, log } = checkTableOptions(options, [...this.#models.keys()])
     this.#servesRepository = repository !== false
@@ -149,6 +146,54 @@ export class ModelTable {
     this.#log = log
     this.#repository = new ModelRepository(store, (name) => this.#models.get(name), () => this.names,
       typeof repository === 'object' ? repository : {}, log)
+  }
+
+  /** Adds the versions of one declaration; an ensemble's, with its plan: decoupled if a step is,
+   * run step by step. */
+  #declare (store: MemoryModelStore, ensemble: EnsemblePlan | undefined, given: ModelDeclaration): void {
+    const declaration: ModelDeclaration = ensemble === undefined
+      ? given
+      : { ...given, platform: 'ensemble', decoupled: ensemble.decoupled, run: (infer) => runEnsemble(ensemble, infer, this.#stepRunner(infer)) }
+    const { name, versions = DEFAULT_VERSIONS, ready = true, sequenceBatching, maxBatchSize = 0, instanceCount } = declaration
+    const known = this.#models.get(name) ?? []
+    const taken = known.find(({ version }) => versions.includes(version))
+    if (taken !== undefined) throw errors.modelVersionDeclaredTwice(name, taken.version)
+    const signature = signatureOf(declaration, versions)
+    known.push(...versions.map((version) => ({
+      version,
+      declaration,
+      run: declaration.run as NonNullable<ModelDeclaration['run']>,
+      signature,
+      ready,
+      statistics: new InferenceStatistics(store.cells(name, version)),
+      ...NEW_VERSION_STATE,
+      ...(sequenceBatching !== undefined && { sequences: new SequenceBatcher(name, sequenceBatching, maxBatchSize > 0) }),
+      ...(instanceCount !== undefined && { instances: new ModelInstances(instanceCount) })
+    })))
+    this.#models.set(name, known.sort(byVersion))
+  }
+
+  /** Runs the steps of an ensemble's request `infer`: each on the version it names (or the newest
+   * ready), as a request of `infer`'s, measured in its own model's statistics. */
+  #stepRunner (infer: InferRequest): StepRunner {
+    return async (step, inputs, answer) => {
+      const model = await this.#serving(step.model, step.version)
+      let request: InferRequest | undefined
+      const call: StreamCall<Tensor[]> = {
+        read: (signature, version) => {
+          request = infer.forModel(signature, version, inputs, Object.keys(step.outputMap))
+          return request
+        },
+        respond: (read) => read.storedOutputs,
+        send: async (outputs) => { if (outputs !== undefined) await answer(outputs) }
+      }
+      try {
+        if (model.declaration.decoupled === true) await this.#run(model, call, call)
+        else await answer(await this.#run(model, call) as Tensor[])
+      } finally {
+        request?.release()
+      }
+    }
   }
 
   /** Whether the faces serve the model repository extension from this table. */
@@ -365,6 +410,7 @@ export class ModelTable {
     statistics.started()
     let infer: InferRequest | undefined
     let turn: SequenceTurn | undefined
+    let instance: (() => void) | undefined
     let pending = true
     let running = false
     let forwarded = false
@@ -384,6 +430,7 @@ export class ModelTable {
       turn = place?.turn
       await call.beforeRun?.(infer)
       if (turn !== undefined) await untilTurn(turn, infer.signal)
+      instance = await model.instances?.acquire(infer.signal)
       infer.signal.throwIfAborted()
       const sending = infer
       if (stream !== undefined) sending.sendResponsesTo((final) => stream.send(call.respond(sending), final))
@@ -393,7 +440,7 @@ export class ModelTable {
       statistics.running()
       let finalSent: boolean
       try {
-        await model.declaration.run(infer)
+        await model.run(infer)
       } finally {
         finalSent = infer.endResponses()
       }
@@ -406,6 +453,7 @@ export class ModelTable {
       if (!forwarded || ranNowhere(error)) statistics.failed(start, failureReason(error, infer?.signal, running), pending)
       throw error
     } finally {
+      instance?.()
       turn?.done()
       if (--model.inFlight === 0 && model.drained !== undefined) {
         const drained = model.drained

@@ -15,8 +15,13 @@ const declaration: ModelDeclaration = {
 const table = new ModelTable([declaration])
 
 describe('the model table', () => {
-  test('a declaration is a signature with a run', () => {
+  test('a declaration is a signature with a run, or an ensemble\'s steps', () => {
     expect<ModelDeclaration>().type.not.toBeAssignableFrom({ name: 'x', inputs: [], outputs: [] })
+    const steps = [{ model: 'simple', inputMap: { INPUT0: 'IN' }, outputMap: { OUTPUT0: 'OUT' } }]
+    expect<ModelDeclaration>().type.toBeAssignableFrom({ name: 'e', inputs: [], outputs: [], ensembleScheduling: { steps } })
+    expect<ModelDeclaration>().type.not.toBeAssignableFrom({ name: 'e', inputs: [], outputs: [], ensembleScheduling: { steps: [{ model: 'simple' }] } })
+    expect<ModelDeclaration>().type.toBeAssignableFrom({ ...declaration, instanceCount: 2, inputs: [{ name: 'I', datatype: 'FP32' as const, shape: [-1], optional: true }] })
+    expect<InferRequest['parameters']>().type.toBe<Readonly<Record<string, string | number | boolean>>>()
     expect<ModelDeclaration>().type.toBeAssignableFrom({ ...declaration, backend: 'onnxruntime', labelFilenames: { OUTPUT0: 'l.txt' }, ready: false })
     expect<ModelDeclaration>().type.toBeAssignableFrom({ ...declaration, run: async (_infer: InferRequest) => {} })
   })
