@@ -6,6 +6,7 @@
  * each step counted in its own model's statistics; a failing step failing the request; and the
  * declarations the table refuses, naming what is wrong.
  */
+import { once } from 'node:events'
 import { status } from '@grpc/grpc-js'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
@@ -14,7 +15,7 @@ import type { BytesElements, ModelConfigResponse } from '../types'
 import type { ModelStreamInferResponse } from '../types/grpc'
 import { grpcClient } from './helpers/grpc'
 import { bool, finalFlag, int32Bytes, int32s, streamClient } from './helpers/stream'
-import { Gate } from './helpers/sync'
+import { eventually, Gate } from './helpers/sync'
 
 const int32 = (name: string, shape = [-1]) => ({ name, datatype: 'INT32' as const, shape })
 
@@ -352,4 +353,35 @@ t.test('each response of a decoupled step goes on with its own tensors: one that
   const [first, second] = await stream.until(2)
   t.same([int32s(outputBytes(first, 'OUT_A')), int32s(outputBytes(first, 'OUT_B'))], [[1], [10]])
   t.not(second.error_message, '', 'the second response has no OUT_B: the request fails, never answered with the first response\'s')
+})
+
+t.test('a client that leaves abandons the step running for it: the step sees its request\'s signal, and the ensemble fails', async (t) => {
+  const running = new Gate(false)
+  let stepSignal: AbortSignal | undefined
+  const waitsForItsClient: ModelDeclaration = {
+    ...increment,
+    name: 'waits',
+    async run (infer) {
+      stepSignal = infer.signal
+      await running.pass()
+      if (!infer.signal.aborted) await once(infer.signal, 'abort')
+      throw infer.signal.reason
+    }
+  }
+  const through: ModelDeclaration = {
+    name: 'through',
+    inputs: [int32('X')],
+    outputs: [int32('Y')],
+    ensembleScheduling: { steps: [step('waits', { IN: 'X' }, { OUT: 'Y' })] }
+  }
+  const { table, port } = await serve(t, [waitsForItsClient, through])
+  const call = grpcClient(t, port).start('ModelInfer', { model_name: 'through', inputs: [tensor('X', [1])], raw_input_contents: [int32Bytes([1])] })
+  await running.untilHeld(1)
+  t.equal(stepSignal?.aborted, false, 'the step runs, its client still there')
+  call.cancel()
+  await t.rejects(call.outcome, { code: status.CANCELLED })
+  running.open()
+  await eventually(() => table.statistics('through').model_stats[0].inference_stats.fail.count === 1, 'the ensemble to fail')
+  t.equal(stepSignal?.aborted, true, 'the step\'s request was abandoned with the ensemble\'s')
+  t.equal(table.statistics('waits').model_stats[0].inference_stats.fail.count, 1, 'the step failed, in its own statistics')
 })
