@@ -16,10 +16,10 @@ import type { EncodedResponse } from '../kserve/output-tensors'
 import { Registry } from '../registry/registry'
 import { MemoryModelStore, type ServicePeers } from '../store/model-store'
 import type { IncomingCall } from '../store/process-channel'
+import { Turns } from '../util/turns'
 import { checkDeclaration, DEFAULT_VERSIONS, type ModelDeclaration } from './declaration'
 import { runEnsemble, type StepRunner } from './ensemble-flow'
 import { type DeclarationsByName, type EnsemblePlan, planEnsembles } from './ensemble-plan'
-import { ModelInstances } from './instances'
 import { modelConfig, modelMetadata } from './model-config'
 import { type ApplyCall, ModelRepository, type RepositoryLogger, serving, type VersionState } from './model-repository'
 import {
@@ -81,7 +81,7 @@ interface ModelVersion extends VersionState {
   /** A stateful model's sequences. */
   readonly sequences?: SequenceBatcher
   /** A model with a number of instances: its runs wait for one. */
-  readonly instances?: ModelInstances
+  readonly instances?: Turns
 }
 
 /** A version as declared: loaded, with no request in flight. */
@@ -168,7 +168,7 @@ export class ModelTable {
       statistics: new InferenceStatistics(store.cells(name, version)),
       ...NEW_VERSION_STATE,
       ...(sequenceBatching !== undefined && { sequences: new SequenceBatcher(name, sequenceBatching, maxBatchSize > 0) }),
-      ...(instanceCount !== undefined && { instances: new ModelInstances(instanceCount) })
+      ...(instanceCount !== undefined && { instances: new Turns(instanceCount) })
     })))
     this.#models.set(name, known.sort(byVersion))
   }
@@ -430,7 +430,7 @@ export class ModelTable {
       turn = place?.turn
       await call.beforeRun?.(infer)
       if (turn !== undefined) await untilTurn(turn, infer.signal)
-      instance = await model.instances?.acquire(infer.signal)
+      instance = await model.instances?.take(infer.signal)
       infer.signal.throwIfAborted()
       const sending = infer
       if (stream !== undefined) sending.sendResponsesTo((final) => stream.send(call.respond(sending), final))

@@ -6,6 +6,7 @@
  */
 import * as errors from '../errors'
 import { describeOptionProblem, nonNegativeInteger, positiveInteger, type Problem, validatorOf } from '../util/options-validator'
+import { Turns } from '../util/turns'
 import { OnnxModel, type RunSlots } from './onnx-model'
 import { bundledLibrary, loadRuntime, ortAddon, type OrtRuntimeHandle } from './ort-library'
 
@@ -63,19 +64,18 @@ function sessionConfig (options: OnnxSessionOptions) {
 }
 
 export class OnnxRunner {
-  readonly #concurrency: number
   readonly #library: string | undefined
   #runtime: OrtRuntimeHandle | undefined
   readonly #models: OnnxModel[] = []
-  #running = 0
-  readonly #waiting: Array<() => void> = []
+  /** Runs at once: the runner's `concurrency`. */
+  readonly #turns: Turns
   readonly #runs = new Set<Promise<void>>()
   #closed = false
   readonly #slots: RunSlots = { acquire: (signal) => this.#acquire(signal) }
 
   constructor (options: OnnxRunnerOptions = {}) {
     checkOptions(problemOfRunner, options)
-    this.#concurrency = options.concurrency ?? 2
+    this.#turns = new Turns(options.concurrency ?? 2)
     this.#library = options.library
   }
 
@@ -127,40 +127,17 @@ export class OnnxRunner {
       finish()
     }
     this.#runs.add(run)
-    if (this.#running < this.#concurrency) {
-      this.#running++
-    } else {
-      try {
-        await this.#turn(signal)
-      } catch (error) {
-        forget()
-        throw error
-      }
+    let giveBack: () => void
+    try {
+      // A run whose client went away keeps nothing (its request's leases, a turn) until a turn it would not use.
+      giveBack = await this.#turns.take(signal)
+    } catch (error) {
+      forget()
+      throw error
     }
-    // The turn passes to the next run waiting, or is given back.
     return () => {
       forget()
-      const next = this.#waiting.shift()
-      if (next === undefined) this.#running--
-      else next()
+      giveBack()
     }
-  }
-
-  /** A place in the queue, given up when `signal` aborts: a run whose client went away keeps
-   * nothing (its request's leases, a turn) until a turn it would not use. */
-  #turn (signal: AbortSignal): Promise<void> {
-    signal.throwIfAborted()
-    return new Promise<void>((resolve, reject) => {
-      const take = () => {
-        signal.removeEventListener('abort', leave)
-        resolve()
-      }
-      const leave = () => {
-        this.#waiting.splice(this.#waiting.indexOf(take), 1)
-        reject(signal.reason)
-      }
-      signal.addEventListener('abort', leave, { once: true })
-      this.#waiting.push(take)
-    })
   }
 }

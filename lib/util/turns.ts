@@ -1,9 +1,10 @@
 /**
- * A model version's instances (Triton's `instance_group` count): at most that many of its
- * requests run at once, in this process; the others wait for an instance in the order they came,
- * as they wait in Triton's scheduler queue. A request abandoned while it waits leaves the queue.
+ * A number of turns taken in the order they were asked for: at most that many holders at once;
+ * the others wait, first come first served, and one whose signal aborts while it waits leaves the
+ * queue at once. What a model's instances (Triton's `instance_group` count) and the ONNX runner's
+ * concurrency both are.
  */
-export class ModelInstances {
+export class Turns {
   #free: number
   readonly #waiting: Array<() => void> = []
 
@@ -11,14 +12,13 @@ export class ModelInstances {
     this.#free = count
   }
 
-  /** Resolves once an instance is the request's, with the function that gives it back (to be
-   * called once); rejects with the signal's reason if the request is abandoned first. */
-  async acquire (signal: AbortSignal): Promise<() => void> {
-    signal.throwIfAborted()
+  /** Resolves once a turn is the caller's, with the function that gives it back (to be called
+   * once); rejects with the signal's reason if it aborts while the caller waits. */
+  async take (signal: AbortSignal): Promise<() => void> {
     if (this.#free > 0) this.#free--
     else await this.#turn(signal)
     return () => {
-      // The instance passes to the request waiting longest, or is free again.
+      // The turn passes to the caller waiting longest, or is free again.
       const next = this.#waiting.shift()
       if (next === undefined) this.#free++
       else next()
@@ -26,6 +26,7 @@ export class ModelInstances {
   }
 
   #turn (signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted()
     return new Promise<void>((resolve, reject) => {
       const take = () => {
         signal.removeEventListener('abort', leave)
