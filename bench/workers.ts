@@ -3,7 +3,9 @@
  *   - `workersThroughputRatio`: add_sub_fp32 with 16-element tensors (Triton's `simple`'s size) in
  *     shared memory, req/s of the bench server run as 2 node:cluster workers (the example's
  *     `WORKERS=2`: one port, one shared registry, the kernel spreading connections) / as one
- *     process, both loaded by the same autocannon run from this process (which shares the cores).
+ *     process, both loaded alike from this process (which shares the cores) by the lean pipelined
+ *     generator (bench/pipelined-load.ts): its CPU per request bounds the ratio, and is reported
+ *     with the server's.
  *   - `forwardedSequenceCostRatio`: a request of a sequence that another process owns, handed to it
  *     and answered back, against one its owner serves itself: the server CPU per request, of both
  *     processes together (two bench servers of one store), `simple_dyna_sequence` with JSON data,
@@ -14,6 +16,8 @@ import { KServeClient } from '../lib/index'
 import { progress } from './format'
 import { type InferFixture, makeFixture } from './infer-fixtures'
 import { type LoadRequest, runLoad } from './load'
+import { runPipelinedLoad } from './pipelined-load'
+import { processTreeCpuMicros } from './process-tree-cpu'
 import { ServerProcess } from './server-process'
 import { tmpfsStorePath } from './shared-registry'
 import { median } from './stats'
@@ -34,6 +38,13 @@ export interface WorkersResult {
   requestsPerSecond: { one: number, two: number }
   /** req/s with two workers / one process, median of the rounds' pairs. */
   throughputRatio: number
+  /** Server CPU per request, microseconds, every process of it (the primary and its workers too). */
+  serverCpuMicrosPerRequest: { one: number, two: number }
+  /**
+   * The load generator's CPU per request, microseconds, both cases: it runs on the same cores, so
+   * with the server's `s`, two workers can serve at most 2s / (s + this) times what one process does.
+   */
+  generatorCpuMicrosPerRequest: number
   sequence: {
     /** Server CPU per request, microseconds, both processes: served by the owner / handed to it. */
     cpuMicrosPerRequest: { local: number, forwarded: number }
@@ -44,11 +55,33 @@ export interface WorkersResult {
 }
 
 interface Run { requests: number, seconds: number, cpuMicros: number }
+/** `cpuMicros`: the server's, every process of it; `generatorCpuMicros`: the load generator's. */
+interface ThroughputRun extends Run { generatorCpuMicros: number }
 
 const rate = (runs: Run[]) => runs.reduce((total, run) => total + run.requests, 0) / runs.reduce((total, run) => total + run.seconds, 0)
 const cpuPerRequest = (runs: Run[]) => runs.reduce((total, run) => total + run.cpuMicros, 0) / runs.reduce((total, run) => total + run.requests, 0)
+const generatorCpuPerRequest = (runs: ThroughputRun[]) =>
+  runs.reduce((total, run) => total + run.generatorCpuMicros, 0) / runs.reduce((total, run) => total + run.requests, 0)
 
-async function throughputSuite (plan: WorkersPlan): Promise<Pick<WorkersResult, 'requestsPerSecond' | 'throughputRatio'>> {
+/** Loads `server` with the lean generator for the plan's duration, or `amount` requests. */
+async function throughputRun (server: ServerProcess, fixture: InferFixture, plan: WorkersPlan, amount?: number): Promise<ThroughputRun> {
+  const before = processTreeCpuMicros(server.pid)
+  const load = await runPipelinedLoad({
+    url: server.url,
+    request: fixture.request,
+    connections: plan.connections,
+    pipelining: plan.pipelining,
+    ...(amount === undefined ? { durationSeconds: plan.secondsPerRun } : { amount })
+  })
+  return {
+    requests: load.completed,
+    seconds: load.seconds,
+    cpuMicros: processTreeCpuMicros(server.pid) - before,
+    generatorCpuMicros: load.cpuMicros
+  }
+}
+
+async function throughputSuite (plan: WorkersPlan): Promise<Omit<WorkersResult, 'tensorBytes' | 'sequence'>> {
   const servers: { one?: ServerProcess, two?: ServerProcess } = {}
   const fixtures: { one?: InferFixture, two?: InferFixture } = {}
   try {
@@ -59,26 +92,24 @@ async function throughputSuite (plan: WorkersPlan): Promise<Pick<WorkersResult, 
       const fixture = fixtures[kind] = await makeFixture((servers[kind] as ServerProcess).url, 'shm', TENSOR_BYTES)
       await fixture.verify()
       // Every worker's code compiled before the rounds count.
-      await runLoad({ url: (servers[kind] as ServerProcess).url, requests: [fixture.request], connections: plan.connections, amount: plan.warmupRequests })
+      await throughputRun(servers[kind] as ServerProcess, fixture, plan, plan.warmupRequests)
     }
-    const runs: Record<'one' | 'two', Run[]> = { one: [], two: [] }
+    const runs: Record<'one' | 'two', ThroughputRun[]> = { one: [], two: [] }
     for (let round = 0; round < plan.rounds; round++) {
       for (const kind of round % 2 === 0 ? kinds : [...kinds].reverse()) {
-        const load = await runLoad({
-          url: (servers[kind] as ServerProcess).url,
-          requests: [(fixtures[kind] as InferFixture).request],
-          connections: plan.connections,
-          pipelining: plan.pipelining,
-          durationSeconds: plan.secondsPerRun
-        })
-        runs[kind].push({ requests: load.completed, seconds: load.seconds, cpuMicros: 0 })
+        runs[kind].push(await throughputRun(servers[kind] as ServerProcess, fixtures[kind] as InferFixture, plan))
       }
-      progress(`workers round ${round + 1}/${plan.rounds}: one process ${rate([runs.one[round]]).toFixed(0)} req/s, ` +
-        `two workers ${rate([runs.two[round]]).toFixed(0)} req/s`)
+      const [one, two] = [runs.one[round], runs.two[round]]
+      progress(`workers round ${round + 1}/${plan.rounds}: one process ${rate([one]).toFixed(0)} req/s ` +
+        `(server ${cpuPerRequest([one]).toFixed(1)} µs/req, generator ${generatorCpuPerRequest([one]).toFixed(1)} µs/req), ` +
+        `two workers ${rate([two]).toFixed(0)} req/s (server ${cpuPerRequest([two]).toFixed(1)} µs/req, generator ${generatorCpuPerRequest([two]).toFixed(1)} µs/req)`)
     }
+    const all = [...runs.one, ...runs.two]
     return {
       requestsPerSecond: { one: rate(runs.one), two: rate(runs.two) },
-      throughputRatio: median(runs.two.map((run, round) => rate([run]) / rate([runs.one[round]])))
+      throughputRatio: median(runs.two.map((run, round) => rate([run]) / rate([runs.one[round]]))),
+      serverCpuMicrosPerRequest: { one: cpuPerRequest(runs.one), two: cpuPerRequest(runs.two) },
+      generatorCpuMicrosPerRequest: generatorCpuPerRequest(all)
     }
   } finally {
     for (const fixture of Object.values(fixtures)) await fixture.dispose()
