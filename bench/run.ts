@@ -324,12 +324,14 @@ async function main () {
 
   print(table('Several processes: two node:cluster workers against one process, and a sequence\'s requests handed to their owner',
     ['case', 'req/s', 'server CPU/req'],
-    [['one process, add_sub_fp32 over shm', num(workers.requestsPerSecond.one), ''],
-      ['two workers (WORKERS=2), add_sub_fp32 over shm', num(workers.requestsPerSecond.two), ''],
+    [['one process, add_sub_fp32 over shm', num(workers.requestsPerSecond.one), `${num(workers.serverCpuMicrosPerRequest.one)} µs`],
+      ['two workers (WORKERS=2), add_sub_fp32 over shm', num(workers.requestsPerSecond.two), `${num(workers.serverCpuMicrosPerRequest.two)} µs (every process)`],
       ['a sequence request served by its owner', num(workers.sequence.requestsPerSecond.local), `${num(workers.sequence.cpuMicrosPerRequest.local)} µs`],
       ['a sequence request handed to its owner', num(workers.sequence.requestsPerSecond.forwarded), `${num(workers.sequence.cpuMicrosPerRequest.forwarded)} µs`]],
     [`workersThroughputRatio (req/s, two workers / one process, ${bytes(workers.tensorBytes)} tensors, ${plan.workers.connections} connections x ${plan.workers.pipelining} ` +
-      `pipelined, the load generator on the same cores): ${ratio(workers.throughputRatio)}`,
+      `pipelined, the load generator on the same cores): ${ratio(workers.throughputRatio)}; the lean pipelined generator's own CPU: ` +
+      `${num(workers.generatorCpuMicrosPerRequest)} µs/req, so at most 2s/(s+g) = ` +
+      `${ratio(2 * workers.serverCpuMicrosPerRequest.one / (workers.serverCpuMicrosPerRequest.one + workers.generatorCpuMicrosPerRequest))} with the one process's s`,
     `forwardedSequenceCostRatio (server CPU per request of both processes, handed over / served by the owner, simple_dyna_sequence, one request at a time): ${ratio(workers.sequence.costRatio)}`,
     `${plan.workers.rounds} alternating rounds of ${plan.workers.secondsPerRun} s per case.`]))
 
@@ -391,7 +393,8 @@ async function main () {
     grpcStreamVsUnaryThroughput: 'req/s, simple over shm, one client, one request at a time: a grpc-js ModelStreamInfer stream / grpc-js ModelInfer calls',
     grpcVsHttpThroughput: 'req/s, simple over shm, one client, one request at a time: ModelInfer / HTTP, from lean clients ' +
       `(node:http2, node:http; grpc-js ModelInfer / HTTP: ${num(grpcStream.grpcJsVsHttp)})`,
-    workersThroughputRatio: `req/s, add_sub_fp32 over shm at ${bytes(workers.tensorBytes)}, WORKERS=2 / one process, on ${host.cpus} cores with the load generator`,
+    workersThroughputRatio: `req/s, add_sub_fp32 over shm at ${bytes(workers.tensorBytes)}, WORKERS=2 / one process, on ${host.cpus} cores with the load generator ` +
+      `(${num(workers.generatorCpuMicrosPerRequest)} µs/req of CPU; the server ${num(workers.serverCpuMicrosPerRequest.one)})`,
     forwardedSequenceCostRatio: 'server CPU per request (both processes), a sequence request handed to its owner / served by it'
   }
   const peakRssBytes = Math.max(...Object.values(rssAfter))

@@ -85,3 +85,13 @@ t.test('a malformed response throws', async (t) => {
   t.throws(feed('HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n'), /not a 200: "HTTP\/1\.0 200 OK/)
   t.throws(feed('HTTP/1.1 200 OK\r\nx: ' + 'y'.repeat(20_000)), /a response head or chunk line over 16384 bytes/)
 })
+
+t.test('a reused read buffer\'s bytes past the read are not read', async (t) => {
+  const counter = new ResponseCounter()
+  const buffer = Buffer.from('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhiHTTP/1.1 200 OK\r\n\r\n')
+  const partial = 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n'.length
+  t.equal(counter.feed(buffer, partial), 0, 'a head cut before its end, stale bytes after the cut')
+  buffer.write('\r\nhi')
+  t.equal(counter.feed(buffer, 4), 1, 'the rest of it, read into the same buffer')
+  t.equal(counter.feed(Buffer.from('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n')), 1, 'and the next response')
+})
