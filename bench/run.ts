@@ -330,8 +330,8 @@ async function main () {
       ['a sequence request handed to its owner', num(workers.sequence.requestsPerSecond.forwarded), `${num(workers.sequence.cpuMicrosPerRequest.forwarded)} µs`]],
     [`workersThroughputRatio (req/s, two workers / one process, ${bytes(workers.tensorBytes)} tensors, ${plan.workers.connections} connections x ${plan.workers.pipelining} ` +
       `pipelined, the load generator on the same cores): ${ratio(workers.throughputRatio)}; the lean pipelined generator's own CPU: ` +
-      `${num(workers.generatorCpuMicrosPerRequest)} µs/req, so at most 2s/(s+g) = ` +
-      `${ratio(2 * workers.serverCpuMicrosPerRequest.one / (workers.serverCpuMicrosPerRequest.one + workers.generatorCpuMicrosPerRequest))} with the one process's s`,
+      `${num(workers.generatorCpuMicrosPerRequest)} µs/req, so at most 2 x one's / (two's + its) = ` +
+      `${ratio(2 * workers.serverCpuMicrosPerRequest.one / (workers.serverCpuMicrosPerRequest.two + workers.generatorCpuMicrosPerRequest))} by CPU per request`,
     `forwardedSequenceCostRatio (server CPU per request of both processes, handed over / served by the owner, simple_dyna_sequence, one request at a time): ${ratio(workers.sequence.costRatio)}`,
     `${plan.workers.rounds} alternating rounds of ${plan.workers.secondsPerRun} s per case.`]))
 

@@ -42,7 +42,7 @@ export interface WorkersResult {
   serverCpuMicrosPerRequest: { one: number, two: number }
   /**
    * The load generator's CPU per request, microseconds, both cases: it runs on the same cores, so
-   * with the server's `s`, two workers can serve at most 2s / (s + this) times what one process does.
+   * with the server's `s` (one process) and `s2` (two workers), two workers serve at most 2s / (s2 + this) times what one does.
    */
   generatorCpuMicrosPerRequest: number
   sequence: {
