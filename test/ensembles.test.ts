@@ -383,7 +383,16 @@ t.test('a tensor passes between batching and non-batching models as one batch, a
     outputs: [int32('Y', [-1, -1])],
     ensembleScheduling: { steps: [step('no_batch_increment', { IN: 'X' }, { OUT: 'Y' })] }
   }
-  const { app, port } = await serve(t, [batchingCopy, noBatchCopy, inner, outer])
+  // A batch of 1 that fits the model's fixed shape as it is keeps its dimension.
+  const fixedIncrement: ModelDeclaration = { ...increment, name: 'fixed_increment', inputs: [int32('IN', [1, 2])], outputs: [int32('OUT', [1, 2])] }
+  const fixed: ModelDeclaration = {
+    name: 'batching_over_fixed',
+    maxBatchSize: 4,
+    inputs: [int32('X', [-1, 2])],
+    outputs: [int32('Y', [-1, 2])],
+    ensembleScheduling: { steps: [step('fixed_increment', { IN: 'X' }, { OUT: 'Y' })] }
+  }
+  const { app, port } = await serve(t, [batchingCopy, noBatchCopy, inner, outer, fixedIncrement, fixed])
   const infer = async (model: string, name: string, shape: number[], data: number[]) =>
     await app.inject({ method: 'POST', url: `/v2/models/${model}/infer`, payload: { inputs: [{ name, datatype: 'INT32', shape, data }] } })
 
@@ -404,6 +413,9 @@ t.test('a tensor passes between batching and non-batching models as one batch, a
   const two = await infer('batching_over_no_batch', 'X', [2, 1], [1, 2])
   t.equal(two.statusCode, 400, 'a batch of 2 is no tensor the model takes: refused in its words')
   t.match(two.json().error, /unexpected shape for input 'IN' for model 'no_batch_increment'/)
+
+  const kept = await infer('batching_over_fixed', 'X', [1, 2], [5, 6])
+  t.same(kept.json().outputs, [{ name: 'Y', datatype: 'INT32', shape: [1, 2], data: [6, 7] }], 'a batch of 1 that fits [1, 2] as it is')
 
   const grpc = grpcClient(t, port)
   const response = await grpc.call('ModelInfer', {

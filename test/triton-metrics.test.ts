@@ -252,7 +252,7 @@ t.test('the route: its path, a prefix, or none; a host\'s own prom-client regist
   const register = new PromRegistry()
   const hosts = new Counter({ name: 'host_requests', help: 'The host\'s own', registers: [register] })
   hosts.inc(7)
-  const none = await service(t, { url: false, register, decorator: false, summaries: true })
+  const none = await service(t, { url: false, register, decorator: false, summaries: true, histograms: true })
   t.equal((await none.scrape()).status, 404, 'no route: the host serves the registry')
   const text = await register.metrics()
   t.match(text, /^host_requests 7$/m, 'the host\'s metrics')
@@ -260,7 +260,9 @@ t.test('the route: its path, a prefix, or none; a host\'s own prom-client regist
   t.notMatch(text, /triton_shm_/, 'decorator false: no registry gauges')
   t.equal(none.app.tritonMetrics.register, register)
   register.resetMetrics()
-  t.match(await register.metrics(), /^nv_inference_request_success\{model="add",version="1"\} 0$/m, 'a reset changes nothing: the values are read at each scrape')
+  const afterReset = await register.metrics()
+  t.match(afterReset, /^nv_inference_request_success\{model="add",version="1"\} 0$/m, 'a reset changes nothing: the values are read at each scrape')
+  t.match(afterReset, /^nv_inference_first_response_histogram_ms_count\{model="add",version="1"\} 0$/m, 'the histogram\'s too')
 
   // Without fastify-triton-shm, the registry's gauges are left out.
   const app = Fastify()
