@@ -93,3 +93,43 @@ export const parametersEnsemble: Model = {
     }
   }
 }
+
+/** The step that runs the QA's nop model of `datatype` on `from` (as both its inputs), its OUTPUT0 to `to`. */
+const nopStep = (datatype: string, from: string, to: string): EnsembleStep =>
+  ({ model: `nop_TYPE_${datatype}_-1`, inputMap: { INPUT0: from, INPUT1: from }, outputMap: { OUTPUT0: to } })
+
+/** Each zero ensemble's steps for pair `index` (emu.IdentityEnsembleSchedule): one nop, two in a
+ * row, or three (the last QA calls them a fan). */
+const ZERO_SCHEDULES: Record<string, (datatype: string, index: number) => EnsembleStep[]> = {
+  simple: (datatype, index) => [nopStep(datatype, `INPUT${index}`, `OUTPUT${index}`)],
+  sequence: (datatype, index) => [nopStep(datatype, `INPUT${index}`, `temp_${index}`), nopStep(datatype, `temp_${index}`, `OUTPUT${index}`)],
+  fan: (datatype, index) => [
+    nopStep(datatype, `INPUT${index}`, `temp_in_${index}`),
+    nopStep(datatype, `temp_in_${index}`, `temp_out_${index}`),
+    nopStep(datatype, `temp_out_${index}`, `OUTPUT${index}`)
+  ]
+}
+
+/** L0_infer_zero's identity ensembles (gen_qa_identity_models.py's `--ensemble`): `<kind>_zero_<n>_<type>`
+ * and `<kind>_zero_nobatch_zero_<n>_<type>` for kind simple, sequence and fan, bool with one pair,
+ * float32 with one or three, over the identity backend's nop models: each OUTPUTi is INPUTi, any
+ * size including 0. */
+export function zeroEnsembles (): Model[] {
+  const kinds: Array<[string, 'BOOL' | 'FP32', number]> = [['bool', 'BOOL', 1], ['float32', 'FP32', 1], ['float32', 'FP32', 3]]
+  return Object.entries(ZERO_SCHEDULES).flatMap(([kind, schedule]) => kinds.flatMap(([typeName, datatype, pairs]) => [8, 0].map((maxBatchSize): Model => {
+    // `[-1]`, after the batch dimension of a batching ensemble.
+    const shape = maxBatchSize > 0 ? [-1, -1] : [-1]
+    const tensors = (prefix: string): TensorSpec[] => Array.from({ length: pairs }, (_, index) => ({ name: `${prefix}${index}`, datatype, shape }))
+    return {
+      signature: {
+        name: `${kind}_zero${maxBatchSize > 0 ? '' : '_nobatch'}_zero_${pairs}_${typeName}`,
+        versions: ['1'],
+        platform: 'ensemble',
+        maxBatchSize,
+        inputs: tensors('INPUT'),
+        outputs: tensors('OUTPUT')
+      },
+      settings: { ensembleScheduling: { steps: Array.from({ length: pairs }, (_, index) => schedule(datatype, index)).flat() } }
+    }
+  })))
+}

@@ -22,6 +22,12 @@ export interface IdentitySpec {
   outputDims?: number[]
   /** Triton's `instance_group` count (default: no limit). */
   instanceCount?: number
+  /** The platform the model reports (default `node`): `pytorch_libtorch` for the QA's libtorch
+   * identities, whose clients name the tensors by it. */
+  platform?: string
+  /** The tensors' names before their index (default `INPUT` and `OUTPUT`; PyTorch's `INPUT__`, `OUTPUT__`). */
+  inputPrefix?: string
+  outputPrefix?: string
 }
 
 type TypedArray = Exclude<TensorData, Buffer[] | BytesElements>
@@ -32,12 +38,12 @@ const shapeOf = (dims: number[], maxBatchSize: number) => maxBatchSize > 0 ? [-1
 
 /** Copies each requested OUTPUTi from INPUTi: every output's storage is taken before any is
  * written, so a refused output (a region too small) leaves every region as it was. */
-function copyInputs (infer: InferRequest, pairs: number): void {
+function copyInputs (infer: InferRequest, pairs: number, inputPrefix: string, outputPrefix: string): void {
   const copies: Array<() => void> = []
   for (let index = 0; index < pairs; index++) {
-    const outputName = `OUTPUT${index}`
+    const outputName = `${outputPrefix}${index}`
     if (!infer.requestedOutputs.includes(outputName)) continue
-    const { data, shape, datatype } = infer.input(`INPUT${index}`)
+    const { data, shape, datatype } = infer.input(`${inputPrefix}${index}`)
     if (datatype === 'BYTES') {
       const output = infer.output<Buffer[]>(outputName, shape)
       const elements = data as BytesElements
@@ -51,12 +57,14 @@ function copyInputs (infer: InferRequest, pairs: number): void {
 }
 
 /** One identity model of `spec`'s signature. */
-export function identityModel ({ name, datatype, dims, maxBatchSize, pairs = 1, outputDims = dims, instanceCount }: IdentitySpec): Model {
+export function identityModel ({
+  name, datatype, dims, maxBatchSize, pairs = 1, outputDims = dims, instanceCount, platform = 'node', inputPrefix = 'INPUT', outputPrefix = 'OUTPUT'
+}: IdentitySpec): Model {
   const tensors = (prefix: string, tensorDims: number[]) =>
     Array.from({ length: pairs }, (_, index) => ({ name: `${prefix}${index}`, datatype, shape: shapeOf(tensorDims, maxBatchSize) }))
   return {
-    signature: { name, versions: ['1'], platform: 'node', maxBatchSize, inputs: tensors('INPUT', dims), outputs: tensors('OUTPUT', outputDims) },
-    execute: (infer) => copyInputs(infer, pairs),
+    signature: { name, versions: ['1'], platform, maxBatchSize, inputs: tensors(inputPrefix, dims), outputs: tensors(outputPrefix, outputDims) },
+    execute: (infer) => copyInputs(infer, pairs, inputPrefix, outputPrefix),
     ...(instanceCount !== undefined && { settings: { instanceCount } })
   }
 }
@@ -83,10 +91,36 @@ function qaZeroModels (): Model[] {
     }))))
 }
 
+/** The repository's libtorch identities (`libtorch_zero_<n>_<type>`, `libtorch_nobatch_zero_<n>_<type>`):
+ * the QA generates them for the types PyTorch takes with the L0_infer_zero shapes, bool `[-1]` and
+ * float32 `[-1]` (one pair or three). Platform `pytorch_libtorch`, as the QA's clients read it to
+ * name the tensors `INPUT__<i>`, `OUTPUT__<i>`. */
+function qaLibtorchZeroModels (): Model[] {
+  const kinds: Array<[string, Datatype, number]> = [['bool', 'BOOL', 1], ['float32', 'FP32', 1], ['float32', 'FP32', 3]]
+  return kinds.flatMap(([typeName, datatype, pairs]) => [8, 0].map((maxBatchSize) => identityModel({
+    name: `libtorch${maxBatchSize > 0 ? '' : '_nobatch'}_zero_${pairs}_${typeName}`,
+    datatype,
+    dims: [-1],
+    maxBatchSize,
+    pairs,
+    platform: 'pytorch_libtorch',
+    inputPrefix: 'INPUT__',
+    outputPrefix: 'OUTPUT__'
+  })))
+}
+
+/** The identity backend's `nop_<TYPE>_-1` models the QA's zero ensembles chain (emu.create_nop_modelconfig):
+ * INPUT0, INPUT1 to OUTPUT0, OUTPUT1, `[-1]`, batches of up to 1024. */
+function qaNopModels (): Model[] {
+  return (['BOOL', 'FP32'] as const).map((datatype) => identityModel({ name: `nop_TYPE_${datatype}_-1`, datatype, dims: [-1], maxBatchSize: 1024, pairs: 2 }))
+}
+
 /** Every identity model of the example. */
 export function identityModels (): Model[] {
   return [
     ...qaZeroModels(),
+    ...qaLibtorchZeroModels(),
+    ...qaNopModels(),
     // L0_http's copy of onnx_zero_1_object whose input holds one element: its raw binary request.
     identityModel({ name: 'onnx_zero_1_object_1_element', datatype: 'BYTES', dims: [1], outputDims: [-1], maxBatchSize: 8 }),
     // Triton's simple_identity, and L0_http's copy of it in INT64.

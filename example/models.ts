@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { BytesElements, InferRequest, ModelSignature, SequenceBatching } from '../lib/index'
 import { OnnxRunner, onnxSignature, type OnnxSignatureOptions } from '../lib/onnxruntime'
 import { decoupledModels } from './decoupled-models'
-import { decoupledEnsembles, parametersEnsemble } from './ensemble-models'
+import { decoupledEnsembles, parametersEnsemble, zeroEnsembles } from './ensemble-models'
 import { identityModels } from './identity-models'
 import type { Model } from './model'
 import { optionalInputModels } from './optional-input-models'
@@ -184,7 +184,7 @@ export async function loadModels (): Promise<Map<string, Model>> {
     onnxModel(runner, 'tiny_classifier.onnx', { name: 'tiny_classifier' })
   ])
   const models = [...onnxModels, simpleString, addSubFp32, simpleInt8, simpleSequence, simpleDynaSequence, simpleStringDynaSequence,
-    ...decoupledModels(), ...identityModels(), ...decoupledEnsembles(), parameterModel, parametersEnsemble,
+    ...decoupledModels(), ...identityModels(), ...decoupledEnsembles(), ...zeroEnsembles(), parameterModel, parametersEnsemble,
     ...optionalInputModels()]
   return new Map(models.map((model) => [model.signature.name, model]))
 }

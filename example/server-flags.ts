@@ -34,8 +34,23 @@ export interface ServerFlags {
   jsonLimit?: number
   /** --http-restricted-api or --grpc-restricted-protocol, `shared-memory` only: the plugin's `restrictedApi`. */
   restrictedApi?: { header: string, value: string }
+  /** --metrics-config: the metrics plugin's `latencyCounters`, `histograms` and `summaries`. */
+  metricsConfig?: MetricsConfig
   /** --model-repository (or --model-store): paths the example does not read. */
   modelRepositories: string[]
+}
+
+/** What tritonserver's `--metrics-config <setting>=<value>` settings set, each named after the
+ * metrics plugin's option (`quantiles`: its `summaries.quantiles`). */
+export interface MetricsConfig {
+  /** counter_latencies */
+  latencyCounters?: boolean
+  /** histogram_latencies */
+  histograms?: boolean
+  /** summary_latencies */
+  summaries?: boolean
+  /** summary_quantiles: the quantiles (the error of each pair is not used: the example's quantiles are exact) */
+  quantiles?: number[]
 }
 
 /** An option refused: the message to print, as tritonserver prints it, before exiting with 1. */
@@ -126,6 +141,57 @@ function addRestriction (state: ParseState, option: string, feature: 'api' | 'pr
   state.restrictions.push({ option, header: headerPrefix + key, value })
 }
 
+/** tritonserver's `--metrics-config` format (`ParseMetricsConfigOption`): `<setting>=<value>`, both
+ * non-empty, the setting without a comma (no per-group settings). */
+function metricsSetting (argument: string): [setting: string, value: string] {
+  const equals = argument.indexOf('=')
+  const [setting, value] = [argument.slice(0, equals), argument.slice(equals + 1)]
+  if (equals < 0 || setting.includes(',') || setting === '' || value === '') {
+    throw new BadValue(`--metrics-config option format is <setting>=<value>. Got ${argument}`)
+  }
+  return [setting, value]
+}
+
+/** Triton's core reads these as `true` or `false` exactly (another value leaves the default there,
+ * silently): the example refuses another value rather than ignore it. */
+function metricsSwitch (setting: string, value: string): boolean {
+  if (value === 'true' || value === 'false') return value === 'true'
+  throw new BadValue(`metrics setting '${setting}' is true or false, got ${value}`)
+}
+
+/** `summary_quantiles=<quantile>:<error>,...`: each number read as Triton's `std::stod` reads it
+ * (its leading number); a pair Triton would log and skip is refused. */
+function parseQuantiles (value: string): number[] {
+  return value.split(',').map((pair) => {
+    const colon = pair.indexOf(':')
+    const [quantile, error] = colon < 0 ? [Number.NaN, Number.NaN] : [Number.parseFloat(pair.slice(0, colon)), Number.parseFloat(pair.slice(colon + 1))]
+    if (!(quantile >= 0 && quantile <= 1) || Number.isNaN(error)) {
+      throw new BadValue(`Invalid option: [${pair}]. Expected format is <quantile>:<error>, a quantile from 0 to 1`)
+    }
+    return quantile
+  })
+}
+
+/** The settings the example takes, as Triton's core reads them (metric_model_reporter.cc). */
+const METRICS_SETTINGS: Record<string, (config: MetricsConfig, setting: string, value: string) => void> = {
+  counter_latencies: (config, setting, value) => { config.latencyCounters = metricsSwitch(setting, value) },
+  histogram_latencies: (config, setting, value) => { config.histograms = metricsSwitch(setting, value) },
+  summary_latencies: (config, setting, value) => { config.summaries = metricsSwitch(setting, value) },
+  summary_quantiles: (config, _setting, value) => { config.quantiles = parseQuantiles(value) }
+}
+
+/** One `--metrics-config`: later settings win, as in tritonserver. A setting Triton's core does not
+ * read, it keeps and ignores; the example refuses it by name. */
+function addMetricsSetting ({ flags }: ParseState, argument: string): void {
+  const [setting, value] = metricsSetting(argument)
+  const apply = Object.hasOwn(METRICS_SETTINGS, setting) ? METRICS_SETTINGS[setting] : undefined
+  if (apply === undefined) {
+    throw new BadValue(`unknown metrics setting '${setting}': the example takes ${Object.keys(METRICS_SETTINGS).join(', ')}`)
+  }
+  flags.metricsConfig ??= {}
+  apply(flags.metricsConfig, setting, value)
+}
+
 type Apply = (state: ParseState, value: string) => void
 
 /** Every option the example takes, by its name in tritonserver. */
@@ -145,6 +211,7 @@ const OPTIONS: Record<string, Apply> = {
   'http-max-input-size': ({ flags }, value) => { flags.jsonLimit = parseMaxInputSize(value) },
   'http-restricted-api': (state, value) => addRestriction(state, 'http-restricted-api', 'api', '', value),
   'grpc-restricted-protocol': (state, value) => addRestriction(state, 'grpc-restricted-protocol', 'protocol', GRPC_RESTRICTION_PREFIX, value),
+  'metrics-config': addMetricsSetting,
   'model-repository': ({ flags }, value) => { flags.modelRepositories.push(value) },
   'model-store': ({ flags }, value) => { flags.modelRepositories.push(value) },
   // Logging switches: checked as tritonserver checks them, and otherwise no-ops (LOG_LEVEL sets

@@ -28,7 +28,7 @@ import type { ModelDeclaration, ModelRepositoryOptions, SharedRegistryOptions } 
 import { runPrimary, workerCount } from './cluster'
 import { registerDocumentation } from './documentation'
 import { loadModels, type Model, run } from './models'
-import { parseServerFlags, type ServerFlags } from './server-flags'
+import { type MetricsConfig, parseServerFlags, type ServerFlags } from './server-flags'
 import { version } from '../package.json'
 
 export interface ServerOptions {
@@ -62,6 +62,8 @@ export interface ServerOptions {
   metrics?: boolean
   /** Triton's `summary_latencies`: the metrics' summaries (default false). */
   metricsSummaries?: boolean
+  /** Triton's `--metrics-config` settings (./server-flags.ts), over `metricsSummaries`. */
+  metricsConfig?: MetricsConfig
   /** With `sharedRegistry`, count statistics in this process only (default false: the whole service's). */
   processStatistics?: boolean
   /** The plugin's switch for client shared memory (default true; Triton's --allow-client-shm). */
@@ -145,12 +147,18 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     ...(options.beforeModel !== undefined && { beforeRun: options.beforeModel })
   })
   if (options.metrics === false) return app
-  await app.register(tritonMetricsPlugin, { models: table, summaries: options.metricsSummaries ?? false })
+  await app.register(tritonMetricsPlugin, { models: table, ...metricsPluginOptions(options) })
   if (options.metricsPort !== undefined) {
     const { metricsPort, grpcHost = '127.0.0.1', metricsHost = grpcHost } = options
     app.addHook('onReady', () => listenMetrics(app, metricsHost, metricsPort))
   }
   return app
+}
+
+/** The metrics plugin's options of `--metrics-config` and METRICS_SUMMARIES. */
+function metricsPluginOptions ({ metricsSummaries = false, metricsConfig = {} }: ServerOptions) {
+  const { latencyCounters = true, histograms = false, summaries = metricsSummaries, quantiles } = metricsConfig
+  return { latencyCounters, histograms, summaries: summaries && quantiles !== undefined ? { quantiles } : summaries }
 }
 
 /** A true/false environment variable, `fallback` when unset: any other value stops the service,
@@ -184,6 +192,7 @@ function optionsOf (flags: ServerFlags): ServerOptions {
     ...(flags.repository !== undefined && { repository: flags.repository }),
     ...(flags.jsonLimit !== undefined && { jsonLimit: flags.jsonLimit }),
     ...(flags.restrictedApi !== undefined && { restrictedApi: flags.restrictedApi }),
+    ...(flags.metricsConfig !== undefined && { metricsConfig: flags.metricsConfig }),
     fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
   }
 }

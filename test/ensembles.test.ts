@@ -385,3 +385,74 @@ t.test('a client that leaves abandons the step running for it: the step sees its
   t.equal(stepSignal?.aborted, true, 'the step\'s request was abandoned with the ensemble\'s')
   t.equal(table.statistics('waits').model_stats[0].inference_stats.fail.count, 1, 'the step failed, in its own statistics')
 })
+
+t.test('a tensor passes between batching and non-batching models as one batch, as Triton reshapes it, zero-sized too', async (t) => {
+  /** Batches of up to 4 of `[-1]`: OUT = IN, and BATCH = the batch size it was given. */
+  const batchingCopy: ModelDeclaration = {
+    name: 'batching_copy',
+    maxBatchSize: 4,
+    inputs: [int32('IN', [-1, -1])],
+    outputs: [int32('OUT', [-1, -1]), int32('BATCH', [-1, 1])],
+    run (infer) {
+      const { data, shape } = infer.input<Int32Array>('IN')
+      infer.output<Int32Array>('OUT', shape).set(data)
+      infer.output<Int32Array>('BATCH', [shape[0], 1]).fill(shape[0])
+    }
+  }
+  const noBatchCopy: ModelDeclaration = { ...increment, name: 'no_batch_increment', inputs: [int32('IN', [-1])], outputs: [int32('OUT', [-1])] }
+  const inner: ModelDeclaration = {
+    // Made without batching, into a batching model, then out of a batch of 1 again.
+    name: 'no_batch_over_batching',
+    inputs: [int32('X', [-1])],
+    outputs: [int32('Y', [-1]), int32('N', [1])],
+    ensembleScheduling: { steps: [step('batching_copy', { IN: 'X' }, { OUT: 'copied', BATCH: 'N' }), step('batching_copy', { IN: 'copied' }, { OUT: 'Y' })] }
+  }
+  const outer: ModelDeclaration = {
+    // A batch of 1 into a model that does not batch, and back into the batching ensemble's answer.
+    name: 'batching_over_no_batch',
+    maxBatchSize: 4,
+    inputs: [int32('X', [-1, -1])],
+    outputs: [int32('Y', [-1, -1])],
+    ensembleScheduling: { steps: [step('no_batch_increment', { IN: 'X' }, { OUT: 'Y' })] }
+  }
+  // A batch of 1 that fits the model's fixed shape as it is keeps its dimension.
+  const fixedIncrement: ModelDeclaration = { ...increment, name: 'fixed_increment', inputs: [int32('IN', [1, 2])], outputs: [int32('OUT', [1, 2])] }
+  const fixed: ModelDeclaration = {
+    name: 'batching_over_fixed',
+    maxBatchSize: 4,
+    inputs: [int32('X', [-1, 2])],
+    outputs: [int32('Y', [-1, 2])],
+    ensembleScheduling: { steps: [step('fixed_increment', { IN: 'X' }, { OUT: 'Y' })] }
+  }
+  const { app, port } = await serve(t, [batchingCopy, noBatchCopy, inner, outer, fixedIncrement, fixed])
+  const infer = async (model: string, name: string, shape: number[], data: number[]) =>
+    await app.inject({ method: 'POST', url: `/v2/models/${model}/infer`, payload: { inputs: [{ name, datatype: 'INT32', shape, data }] } })
+
+  const three = await infer('no_batch_over_batching', 'X', [3], [7, 8, 9])
+  t.equal(three.statusCode, 200, three.body)
+  t.same(three.json().outputs, [
+    { name: 'Y', datatype: 'INT32', shape: [3], data: [7, 8, 9] },
+    { name: 'N', datatype: 'INT32', shape: [1], data: [1] }
+  ], 'the step ran a batch of 1 of [3]; its outputs lost the batch dimension again')
+  const empty = await infer('no_batch_over_batching', 'X', [0], [])
+  t.same(empty.json().outputs, [
+    { name: 'Y', datatype: 'INT32', shape: [0], data: [] },
+    { name: 'N', datatype: 'INT32', shape: [1], data: [1] }
+  ], 'zero-sized: a batch of 1 of [0]')
+
+  const one = await infer('batching_over_no_batch', 'X', [1, 2], [1, 2])
+  t.same(one.json().outputs, [{ name: 'Y', datatype: 'INT32', shape: [1, 2], data: [2, 3] }], 'a batch of 1 runs as [2], answered as [1, 2]')
+  const two = await infer('batching_over_no_batch', 'X', [2, 1], [1, 2])
+  t.equal(two.statusCode, 400, 'a batch of 2 is no tensor the model takes: refused in its words')
+  t.match(two.json().error, /unexpected shape for input 'IN' for model 'no_batch_increment'/)
+
+  const kept = await infer('batching_over_fixed', 'X', [1, 2], [5, 6])
+  t.same(kept.json().outputs, [{ name: 'Y', datatype: 'INT32', shape: [1, 2], data: [6, 7] }], 'a batch of 1 that fits [1, 2] as it is')
+
+  const grpc = grpcClient(t, port)
+  const response = await grpc.call('ModelInfer', {
+    model_name: 'no_batch_over_batching', inputs: [tensor('X', [0])], raw_input_contents: [Buffer.alloc(0)]
+  })
+  t.same(response.outputs.map(({ name, shape }: { name: string, shape: string[] }) => ({ name, shape: shape.map(Number) })),
+    [{ name: 'Y', shape: [0] }, { name: 'N', shape: [1] }], 'over gRPC, zero-sized')
+})

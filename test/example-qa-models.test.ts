@@ -3,7 +3,9 @@
  * and answers the suites check: the zero-sized identities of L0_infer_zero and L0_http, the
  * identity backend's one-instance model, repeat_int32 configured without the decoupled policy,
  * L0_decoupled's ensembles, L0_parameters' parameter model and ensemble, the classification of
- * identity_fp32, L0_input_validation's optional inputs, and string_identity's bytes.
+ * identity_fp32, L0_input_validation's optional inputs, string_identity's bytes, and L0_infer_zero's
+ * libtorch identities and zero ensembles (zero-sized tensors over HTTP JSON and binary, gRPC, and
+ * system shared memory).
  */
 import { status } from '@grpc/grpc-js'
 import type { FastifyInstance } from 'fastify'
@@ -12,6 +14,7 @@ import { buildServer } from '../example/server'
 import type { ModelConfigResponse } from '../types'
 import { grpcClient, type GrpcClient } from './helpers/grpc'
 import { inferBinary, parseInferResponse } from './helpers/kserve'
+import { makeObject } from './helpers/shm'
 import { bool, finalFlag, int32Bytes, int32s, int64, streamClient } from './helpers/stream'
 
 interface Example { app: FastifyInstance, grpc: GrpcClient, port: number }
@@ -61,6 +64,46 @@ t.test('zero-sized tensors through the QA identities, over HTTP and gRPC; their 
   const element = await app.inject({ method: 'POST', url: '/v2/models/onnx_zero_1_object_1_element/infer', headers: { 'inference-header-content-length': '0' }, payload: '427' })
   const length = Number(element.headers['inference-header-content-length'])
   t.equal(element.rawPayload.subarray(length + 4).toString(), '427', 'a raw BYTES request of one element, as L0_http\'s test_byte sends it')
+})
+
+t.test('L0_infer_zero\'s libtorch identities and zero ensembles: zero-sized tensors over HTTP, gRPC and system shared memory', async (t) => {
+  const { app, grpc } = await startExample(t)
+  const libtorch = await post(app, 'libtorch_zero_1_bool', { inputs: [{ name: 'INPUT__0', datatype: 'BOOL', shape: [8, 0], data: [] }] })
+  t.same(libtorch.json().outputs, [{ name: 'OUTPUT__0', datatype: 'BOOL', shape: [8, 0], data: [] }], 'PyTorch\'s tensor names')
+  t.equal((await app.inject('/v2/models/libtorch_nobatch_zero_3_float32')).json().platform, 'pytorch_libtorch', 'the platform the QA\'s clients name the tensors by')
+
+  for (const kind of ['simple', 'sequence', 'fan']) {
+    const batched = await post(app, `${kind}_zero_zero_3_float32`, {
+      inputs: [[8, 0], [8, 1], [8, 0]].map((shape, index) => ({ name: `INPUT${index}`, datatype: 'FP32', shape, data: Array(shape[0] * shape[1]).fill(index) }))
+    })
+    t.same(batched.json().outputs.map(({ shape, data }: { shape: number[], data: number[] }) => ({ shape, data })),
+      [{ shape: [8, 0], data: [] }, { shape: [8, 1], data: Array(8).fill(1) }, { shape: [8, 0], data: [] }], `${kind}_zero_zero_3_float32: a batch of 8`)
+    const alone = parseInferResponse(await inferBinary(app, `${kind}_zero_nobatch_zero_1_bool`, {
+      inputs: [{ name: 'INPUT0', datatype: 'BOOL', shape: [0], parameters: { binary_data_size: 0 } }],
+      outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }]
+    }, []))
+    t.same(alone.header.outputs, [{ name: 'OUTPUT0', datatype: 'BOOL', shape: [0], parameters: { binary_data_size: 0 } }],
+      `${kind}_zero_nobatch_zero_1_bool: [0] through a model that batches, as binary data`)
+  }
+  const three = await grpc.call('ModelInfer', {
+    model_name: 'fan_zero_nobatch_zero_3_float32',
+    inputs: [[0], [2], [0]].map((shape, index) => ({ name: `INPUT${index}`, datatype: 'FP32', shape })),
+    raw_input_contents: [Buffer.alloc(0), Buffer.from(Float32Array.from([1.5, -2]).buffer), Buffer.alloc(0)]
+  })
+  t.same(three.outputs.map(({ shape }: { shape: string[] }) => shape.map(Number)), [[0], [2], [0]], 'over gRPC')
+  t.same(three.raw_output_contents.map((content: Uint8Array) => [...new Float32Array(Uint8Array.from(content).buffer)]), [[], [1.5, -2], []])
+
+  // System shared memory: an empty input read from a region, an empty output written to one.
+  const key = makeObject(t, 64, 'zero')
+  const registered = await app.inject({ method: 'POST', url: '/v2/systemsharedmemory/region/zero/register', payload: { key, byte_size: 64 } })
+  t.equal(registered.statusCode, 200, registered.body)
+  const region = (byteSize: number) => ({ shared_memory_region: 'zero', shared_memory_byte_size: byteSize, shared_memory_offset: 0 })
+  const shm = await post(app, 'sequence_zero_zero_1_float32', {
+    inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 0], parameters: region(0) }],
+    outputs: [{ name: 'OUTPUT0', parameters: region(0) }]
+  })
+  t.equal(shm.statusCode, 200, shm.body)
+  t.same(shm.json().outputs, [{ name: 'OUTPUT0', datatype: 'FP32', shape: [1, 0] }], 'written to the region: zero bytes, no data in the body')
 })
 
 t.test('repeat_int32 configured without the decoupled policy, square_int32, and L0_decoupled\'s ensembles', async (t) => {

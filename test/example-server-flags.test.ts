@@ -1,7 +1,7 @@
 /**
  * The example service started with tritonserver's options, as a real child process: model control
  * mode none (the index served, load and unload refused over HTTP and gRPC) with its other options
- * taken; explicit with --load-model; an endpoint switched off; a refused option (its message once,
+ * taken (the metrics' settings too); explicit with --load-model; an endpoint switched off; a refused option (its message once,
  * exit code 1), alone and at WORKERS=2; and every worker taking the options.
  */
 import { rmSync } from 'node:fs'
@@ -39,7 +39,8 @@ const logged = (service: ServiceProcess, msg: string) => whenEvent(service, 'lin
 t.test('--model-control-mode=none: the index served, load and unload refused over HTTP and gRPC; the other options taken', async (t) => {
   const service = startServiceProcess(t, 256, { ALLOW_CLIENT_SHM: 'true' }, [
     '--model-control-mode=none', '--http-max-input-size', '2000', '--allow-client-shm=false',
-    '--http-restricted-api=shared-memory:x-shm-key=s3cret', '--model-repository=/models'
+    '--http-restricted-api=shared-memory:x-shm-key=s3cret', '--model-repository=/models', '--metrics-config=histogram_latencies=true',
+    '--metrics-config', 'counter_latencies=false', '--metrics-config=summary_latencies=true', '--metrics-config=summary_quantiles=0.1:0.0.1,0.75:0.01'
   ])
   const baseUrl = await service.baseUrl()
   const grpc = grpcClient(t, await service.grpcPort())
@@ -61,6 +62,13 @@ t.test('--model-control-mode=none: the index served, load and unload refused ove
   const refused = await post(`${baseUrl}/v2/models/simple/infer`, simpleRequest({ id: 'x'.repeat(2000) }))
   t.equal(refused.status, 400)
   t.match(JSON.parse(refused.body).error, /2000/, 'a JSON part over the limit is refused, naming it')
+
+  // --metrics-config: Triton's histogram, no latency counters, summaries of the quantiles named.
+  const metrics = await (await fetch(`${baseUrl}/metrics`)).text()
+  t.match(metrics, 'nv_inference_first_response_histogram_ms_count{model="simple",version="1"} 1', 'histogram_latencies=true: the request that answered')
+  t.notMatch(metrics, '_duration_us', 'counter_latencies=false')
+  const quantiles = new Set([...metrics.matchAll(/^nv_inference_request_summary_us\{model="simple",version="1",quantile="([^"]+)"\}/gm)].map(([, quantile]) => quantile))
+  t.same([...quantiles], ['0.1', '0.75'], 'summary_latencies=true, summary_quantiles')
 
   // --http-restricted-api=shared-memory:..., and --allow-client-shm=false over ALLOW_CLIENT_SHM=true.
   t.equal((await fetch(`${baseUrl}/v2/systemsharedmemory/status`)).status, 403, 'restricted: refused without its header')

@@ -133,14 +133,16 @@ t.test('failures by Triton\'s reasons, and the pending gauge', async (t) => {
   t.match(await infer(1, '', { respond: () => { throw new Error('cannot answer') } }), 'cannot answer', 'OTHER: the response failed')
   // eslint-disable-next-line no-throw-literal -- a host's code may throw anything
   t.match(await infer(1, '', { beforeRun: () => { throw null } }), /null/, 'OTHER: a throw of nothing')
-  t.same(table.metricVersions()[0].totals(), {
+  const totals = table.metricVersions()[0].totals()
+  t.same(totals, {
     success: 1,
     failures: { REJECTED: 2, CANCELED: 1, BACKEND: 1, OTHER: 3 },
     inferenceCount: 1,
     executionCount: 1,
     pending: 0,
-    microseconds: table.metricVersions()[0].totals().microseconds
-  }, 'and nothing pending once they ended')
+    microseconds: totals.microseconds,
+    firstResponse: { ...totals.firstResponse, count: 1 }
+  }, 'and nothing pending once they ended; only the request that answered has a first response')
 })
 
 t.test('a request whose client left counts as canceled', async (t) => {

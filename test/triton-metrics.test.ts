@@ -13,12 +13,15 @@ import t, { type Test } from 'tap'
 import fastifyTritonShm, {
   DEFAULT_QUANTILES, kserveModels, type ModelDeclaration, ModelTable, TritonError, tritonMetrics, tritonMetricsPlugin, type TritonMetricsPluginOptions
 } from '../lib/index'
+import { InferenceStatistics } from '../lib/models/statistics'
+import { MemoryModelStore } from '../lib/store/model-store'
 import { makeObject, PAGE_SIZE } from './helpers/shm'
+import { bool, int32Bytes, streamClient } from './helpers/stream'
 import { storePath } from './helpers/registry-peer'
 
-interface Family { name: string, type: string, help: string, labels: string[], latencyCounter?: true, summary?: true }
+interface Family { name: string, type: string, help: string, labels: string[], latencyCounter?: true, summary?: true, histogram?: true }
 const triton = JSON.parse(readFileSync(path.join(__dirname, 'fixtures', 'triton-metrics.json'), 'utf8')) as
-  { failureReasons: string[], defaultQuantiles: number[], perModel: Family[], notServed: Array<{ name: string }> }
+  { failureReasons: string[], defaultQuantiles: number[], defaultBuckets: string[], perModel: Family[], notServed: Array<{ name: string }> }
 
 interface Sample { name: string, labels: Record<string, string>, value: number }
 interface Scrape { help: Map<string, string>, type: Map<string, string>, samples: Sample[] }
@@ -80,7 +83,7 @@ async function service (t: Test, options: Partial<TritonMetricsPluginOptions> = 
 }
 
 t.test('every family has Triton\'s name, type, help and labels', async (t) => {
-  const { infer, scrape } = await service(t, { summaries: true })
+  const { infer, scrape } = await service(t, { summaries: true, histograms: true })
   await infer(2)
   const answer = await scrape()
   t.equal(answer.status, 200)
@@ -89,9 +92,10 @@ t.test('every family has Triton\'s name, type, help and labels', async (t) => {
   for (const family of triton.perModel) {
     t.equal(type.get(family.name), family.type, `${family.name}: ${family.type}`)
     t.equal(help.get(family.name), family.help, `${family.name}: Triton's help`)
-    const own = samples.filter((sample) => sample.name === family.name)
+    // A histogram's samples are its buckets (and its _sum and _count, below).
+    const own = samples.filter((sample) => sample.name === (family.histogram === true ? `${family.name}_bucket` : family.name))
     t.ok(own.length > 0, `${family.name}: served`)
-    const labels = family.summary === true ? [...family.labels, 'quantile'] : family.labels
+    const labels = family.summary === true ? [...family.labels, 'quantile'] : family.histogram === true ? [...family.labels, 'le'] : family.labels
     t.same([...new Set(own.map((sample) => Object.keys(sample.labels).join(',')))], [labels.join(',')], `${family.name}: labels ${labels}, in Triton's order`)
   }
   const reasons = samples.filter((sample) => sample.name === 'nv_inference_request_failure' && sample.labels.model === 'add' && sample.labels.version === '2')
@@ -99,7 +103,9 @@ t.test('every family has Triton\'s name, type, help and labels', async (t) => {
   const quantiles = samples.filter((sample) => sample.name === 'nv_inference_queue_summary_us' && sample.labels.version === '2')
   t.same(quantiles.map((sample) => Number(sample.labels.quantile)), triton.defaultQuantiles, 'Triton\'s default quantiles')
   t.same(DEFAULT_QUANTILES, triton.defaultQuantiles)
-  for (const family of triton.perModel.filter(({ summary }) => summary === true)) {
+  const buckets = samples.filter((sample) => sample.name === 'nv_inference_first_response_histogram_ms_bucket' && sample.labels.version === '2')
+  t.same(buckets.map((sample) => sample.labels.le), triton.defaultBuckets, 'Triton\'s default buckets')
+  for (const family of triton.perModel.filter(({ summary, histogram }) => summary === true || histogram === true)) {
     t.ok(samples.some((sample) => sample.name === `${family.name}_sum`) && samples.some((sample) => sample.name === `${family.name}_count`), `${family.name}: _sum, _count`)
   }
   const names = [...type.keys()]
@@ -144,6 +150,71 @@ t.test('the values are the statistics\', read at each scrape', async (t) => {
   t.equal(parse((await scrape()).text).samples.filter((sample) => sample.labels.model === 'add').length, 0, 'an unloaded model has no metrics, as in Triton')
 })
 
+t.test('the first-response histogram, with `histograms`: each successful request\'s time to its response', async (t) => {
+  const { infer, scrape } = await service(t, { histograms: true })
+  t.same([await infer(2), await infer(1), await infer(1, 'backend')], [200, 200, 400])
+  const metrics = parse((await scrape()).text)
+  const labels = { model: 'add', version: '2' }
+  const name = 'nv_inference_first_response_histogram_ms'
+  t.equal(value(metrics, `${name}_count`, labels), 2, 'the successful requests (a failed one has no response)')
+  const buckets = triton.defaultBuckets.map((le) => value(metrics, `${name}_bucket`, { ...labels, le }) as number)
+  t.equal(buckets.at(-1), 2, '+Inf: every one')
+  t.same(buckets, [...buckets].sort((a, b) => a - b), 'cumulative')
+  const requestMs = (value(metrics, 'nv_inference_request_duration_us', labels) as number) / 1000
+  const sum = value(metrics, `${name}_sum`, labels) as number
+  t.ok(Number.isInteger(sum) && sum <= requestMs + 1, 'whole milliseconds, within the requests\' time')
+  t.same(triton.defaultBuckets.map((le) => value(metrics, `${name}_bucket`, { model: 'add', version: '1', le })), [0, 0, 0, 0, 0], 'no request yet')
+
+  const { scrape: scrapeDefault } = await service(t)
+  t.notMatch((await scrapeDefault()).text, name, 'off by default, as Triton\'s histogram_latencies')
+})
+
+t.test('a decoupled request\'s first response is observed once; one that sends none, not at all', async (t) => {
+  const table = new ModelTable([{
+    name: 'countdown',
+    decoupled: true,
+    inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }],
+    outputs: [{ name: 'OUT', datatype: 'INT32', shape: [1] }],
+    async run (infer) {
+      for (let left = infer.input<Int32Array>('IN').data[0]; left > 0; left--) {
+        infer.output<Int32Array>('OUT', [1])[0] = left
+        await infer.send()
+      }
+    }
+  }])
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(fastifyTritonShm, { grpc: { port: 0, models: table } })
+  await app.register(tritonMetricsPlugin, { models: table, histograms: true })
+  await app.ready()
+  const stream = streamClient(t, app.tritonGrpc.port as number)
+  const request = (id: string, count: number) => ({
+    model_name: 'countdown',
+    id,
+    parameters: { triton_enable_empty_final_response: bool(true) },
+    inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], parameters: {} }],
+    raw_input_contents: [int32Bytes([count])]
+  })
+  stream.write(request('three', 3))
+  stream.write(request('none', 0))
+  // Three responses, then the final flag alone of each request.
+  await stream.until(5)
+  const metrics = parse(await app.tritonMetrics.metrics())
+  const labels = { model: 'countdown', version: '1' }
+  t.equal(value(metrics, 'nv_inference_request_success', labels), 2)
+  t.equal(value(metrics, 'nv_inference_first_response_histogram_ms_count', labels), 1, 'the request that answered, once for its three responses')
+})
+
+t.test('a first response is counted in every bucket that holds its whole milliseconds', async (t) => {
+  const statistics = new InferenceStatistics(new MemoryModelStore().cells('m', '1'))
+  const times = (firstResponse?: number) => ({ start: 1000, read: 1000, runStart: 1000, ran: 1000, end: firstResponse ?? 1000, firstResponse })
+  // 100.9 ms is 100 whole milliseconds (Triton divides nanoseconds by a million); 5001 is past every bound.
+  for (const elapsed of [0.5, 100.9, 101, 2000, 5001]) statistics.succeeded(times(1000 + elapsed), 1)
+  statistics.succeeded(times(), 1)
+  t.same(statistics.totals().firstResponse, { count: 5, sumMs: 0 + 100 + 101 + 2000 + 5001, buckets: [2, 3, 4, 4] },
+    'le 100: 0 and 100; le 500: and 101; le 2000 and 5000: and 2000; 5001 in +Inf (the count) alone; a request without a response in none')
+})
+
 t.test('the registry\'s gauges', async (t) => {
   const { app, scrape } = await service(t, { latencyCounters: false })
   const key = makeObject(t, PAGE_SIZE)
@@ -181,7 +252,7 @@ t.test('the route: its path, a prefix, or none; a host\'s own prom-client regist
   const register = new PromRegistry()
   const hosts = new Counter({ name: 'host_requests', help: 'The host\'s own', registers: [register] })
   hosts.inc(7)
-  const none = await service(t, { url: false, register, decorator: false, summaries: true })
+  const none = await service(t, { url: false, register, decorator: false, summaries: true, histograms: true })
   t.equal((await none.scrape()).status, 404, 'no route: the host serves the registry')
   const text = await register.metrics()
   t.match(text, /^host_requests 7$/m, 'the host\'s metrics')
@@ -189,7 +260,9 @@ t.test('the route: its path, a prefix, or none; a host\'s own prom-client regist
   t.notMatch(text, /triton_shm_/, 'decorator false: no registry gauges')
   t.equal(none.app.tritonMetrics.register, register)
   register.resetMetrics()
-  t.match(await register.metrics(), /^nv_inference_request_success\{model="add",version="1"\} 0$/m, 'a reset changes nothing: the values are read at each scrape')
+  const afterReset = await register.metrics()
+  t.match(afterReset, /^nv_inference_request_success\{model="add",version="1"\} 0$/m, 'a reset changes nothing: the values are read at each scrape')
+  t.match(afterReset, /^nv_inference_first_response_histogram_ms_count\{model="add",version="1"\} 0$/m, 'the histogram\'s too')
 
   // Without fastify-triton-shm, the registry's gauges are left out.
   const app = Fastify()
@@ -205,6 +278,9 @@ t.test('options are checked; prom-client is an optional peer', async (t) => {
   const other = Fastify()
   t.teardown(() => other.close())
   await t.rejects(async () => { await other.register(tritonMetricsPlugin, { summaries: { quantiles: [2] } } as never).ready() }, { code: 'ERR_SHM_INVALID_OPTION' })
+  const third = Fastify()
+  t.teardown(() => third.close())
+  await t.rejects(async () => { await third.register(tritonMetricsPlugin, { histograms: 'yes' } as never).ready() }, { code: 'ERR_SHM_INVALID_OPTION', message: /option 'histograms'/ })
 
   const missing = (name: string) => { throw Object.assign(new Error(`Cannot find module '${name}'`), { code: 'MODULE_NOT_FOUND' }) }
   t.throws(() => tritonMetrics({ load: missing }), {

@@ -34,6 +34,7 @@ const problemOf = validatorOf({
     models: { instanceOf: ModelTable },
     register: { type: 'object' },
     latencyCounters: { type: 'boolean' },
+    histograms: { type: 'boolean' },
     summaries: {
       anyOf: [
         { type: 'boolean' },

@@ -11,7 +11,7 @@
 import type * as PromClient from 'prom-client'
 import type { RegistryCounters, SystemSharedMemoryRegistry } from '../../types'
 import type { ModelTable, VersionMetrics } from '../models/model-table'
-import { FAILURE_REASONS, SAMPLED_PHASES, type SampledPhase, type StatisticsTotals } from '../models/statistics'
+import { FAILURE_REASONS, FIRST_RESPONSE_BUCKETS, SAMPLED_PHASES, type SampledPhase, type StatisticsTotals } from '../models/statistics'
 import { optionalPeer } from '../util/optional-peer'
 
 /** The part of a prom-client `Registry` the metrics are registered in. */
@@ -42,6 +42,9 @@ export interface TritonMetricsOptions {
    * quantiles are over the latest requests of each process (see docs/metrics.md); their sums and
    * counts are the counters'. */
   summaries?: boolean | SummaryOptions
+  /** Triton's `histogram_latencies`: the `nv_inference_first_response_histogram_ms` histogram
+   * (Triton's buckets 100, 500, 2000, 5000 ms). Default false. */
+  histograms?: boolean
   /** Loads prom-client (default `require`): a stand-in for tests. */
   load?: (name: string) => unknown
 }
@@ -85,14 +88,16 @@ function quantileOf (sorted: number[], q: number): number {
 
 interface CollectedValue { labels: Labels, value: number, metricName?: string }
 
+type CollectedType = 'summary' | 'histogram'
+
 /** What prom-client's registry serializes: a metric whose values are computed when scraped. */
 interface CollectedMetric {
   name: string
   help: string
-  type: 'summary'
+  type: CollectedType
   labelNames: string[]
   aggregator: 'sum'
-  get(): Promise<{ name: string, help: string, type: 'summary', aggregator: 'sum', values: CollectedValue[] }>
+  get(): Promise<{ name: string, help: string, type: CollectedType, aggregator: 'sum', values: CollectedValue[] }>
   reset(): void
 }
 
@@ -102,7 +107,7 @@ const totalsOf = (models: ModelTable) => models.metricVersions().map((version) =
 export function tritonMetrics (options: TritonMetricsOptions = {}): TritonMetrics {
   const client = optionalPeer<typeof PromClient>('prom-client', 'fastify-triton-shm: Triton metrics', options.load)
   const register = (options.register ?? new client.Registry()) as unknown as PromClient.Registry
-  const { models, registry, latencyCounters = true, summaries = false } = options
+  const { models, registry, latencyCounters = true, summaries = false, histograms = false } = options
   const registers = [register]
   const counter = (name: string, help: string, labelNames: string[], fill: (counter: PromClient.Counter) => void) =>
     new client.Counter({ name, help, labelNames, registers, collect () { this.reset(); fill(this) } })
@@ -130,6 +135,7 @@ export function tritonMetrics (options: TritonMetricsOptions = {}): TritonMetric
     gauge('nv_inference_pending_request_count', 'Instantaneous number of pending requests awaiting execution per-model.', ['model', 'version'], (metric) => {
       for (const { version, totals } of totalsOf(models)) metric.set(versionLabels(version), totals.pending)
     })
+    if (histograms) register.registerMetric(firstResponseHistogram(models) as unknown as PromClient.Metric)
     if (summaries !== false) {
       const { quantiles = DEFAULT_QUANTILES, maxAgeSeconds = DEFAULT_MAX_AGE_SECONDS } = summaries === true ? {} : summaries
       for (const phase of SAMPLED_PHASES) register.registerMetric(summary(models, phase, quantiles, maxAgeSeconds) as unknown as PromClient.Metric)
@@ -153,6 +159,32 @@ export function tritonMetrics (options: TritonMetricsOptions = {}): TritonMetric
     register: register as unknown as MetricsRegister,
     contentType: register.contentType,
     metrics: () => register.metrics()
+  }
+}
+
+/** Triton's first-response histogram of every loaded version: its buckets, cumulative, then `+Inf`, sum and count. */
+function firstResponseHistogram (models: ModelTable): CollectedMetric {
+  const name = 'nv_inference_first_response_histogram_ms'
+  const help = 'Duration from request to first response in milliseconds'
+  return {
+    name,
+    help,
+    type: 'histogram',
+    labelNames: ['model', 'version'],
+    aggregator: 'sum',
+    reset () {},
+    async get () {
+      const values: CollectedValue[] = []
+      for (const { version, totals: { firstResponse } } of totalsOf(models)) {
+        const labels = versionLabels(version)
+        FIRST_RESPONSE_BUCKETS.forEach((bound, index) =>
+          values.push({ metricName: `${name}_bucket`, labels: { ...labels, le: String(bound) }, value: firstResponse.buckets[index] }))
+        values.push({ metricName: `${name}_bucket`, labels: { ...labels, le: '+Inf' }, value: firstResponse.count })
+        values.push({ metricName: `${name}_sum`, labels, value: firstResponse.sumMs })
+        values.push({ metricName: `${name}_count`, labels, value: firstResponse.count })
+      }
+      return { name, help, type: 'histogram', aggregator: 'sum', values }
+    }
   }
 }
 

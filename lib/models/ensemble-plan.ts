@@ -17,12 +17,21 @@ export interface PlannedStep extends EnsembleStep {
   index: number
   /** The step's model answers with any number of responses: each continues the ensemble's run. */
   decoupled: boolean
+  /** The step's model batches (`maxBatchSize` above 0). */
+  batching: boolean
+  /** The step's model's input shapes as declared, by name. */
+  inputShapes: Record<string, number[]>
 }
 
 export interface EnsemblePlan {
   steps: PlannedStep[]
   decoupled: boolean
+  /** The ensemble batches, and its outputs' shapes as declared, by name. */
+  batching: boolean
+  outputShapes: Record<string, number[]>
 }
+
+const shapesOf = (tensors: TensorSpec[]) => Object.fromEntries(tensors.map(({ name, shape }) => [name, shape]))
 
 /** The declarations of a table by name, each version's. */
 export type DeclarationsByName = Map<string, ModelDeclaration[]>
@@ -98,7 +107,8 @@ class EnsembleChecker {
       const { declaration, decoupled } = this.stepModel(step, at)
       this.#checkMaps(step, declaration, at)
       this.#checkBatch(declaration, maxBatchSize)
-      return { step: { ...step, index, decoupled }, declaration }
+      const batching = (declaration.maxBatchSize ?? 0) > 0
+      return { step: { ...step, index, decoupled, batching, inputShapes: shapesOf(declaration.inputs) }, declaration }
     })
     const ordered = this.#order(steps)
     for (const { name, datatype } of outputs) {
@@ -106,7 +116,7 @@ class EnsembleChecker {
       if (origin === undefined || specOf(inputs, name) !== undefined) throw this.#invalid(`output '${name}' is made by no step`)
       if (origin.datatype !== datatype) throw this.#invalid(`output '${name}' is ${datatype}, and its step makes ${origin.datatype}`)
     }
-    return { steps: ordered, decoupled: this.#labels > 0 }
+    return { steps: ordered, decoupled: this.#labels > 0, batching: maxBatchSize > 0, outputShapes: shapesOf(outputs) }
   }
 
   /** Every mapped name is a tensor of the step's model; every required input is mapped. */

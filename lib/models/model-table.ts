@@ -433,7 +433,14 @@ export class ModelTable {
       instance = await model.instances?.take(infer.signal)
       infer.signal.throwIfAborted()
       const sending = infer
-      if (stream !== undefined) sending.sendResponsesTo((final) => stream.send(call.respond(sending), final))
+      // Triton's first-response histogram: a decoupled request's first response, sent as it runs.
+      let firstResponse: number | undefined
+      if (stream !== undefined) {
+        sending.sendResponsesTo((final) => {
+          firstResponse ??= performance.now()
+          return stream.send(call.respond(sending), final)
+        })
+      }
       const runStart = performance.now()
       pending = false
       running = true
@@ -448,7 +455,10 @@ export class ModelTable {
       running = false
       if (stream === undefined) result = call.respond(infer)
       else if (!finalSent) await stream.send(undefined, true)
-      statistics.succeeded({ start, read, runStart, ran, end: performance.now() }, batchSizeOf(model, infer))
+      const end = performance.now()
+      // A model that is not decoupled answers once, now.
+      if (model.declaration.decoupled !== true) firstResponse = end
+      statistics.succeeded({ start, read, runStart, ran, end, firstResponse }, batchSizeOf(model, infer))
     } catch (error) {
       if (!forwarded || ranNowhere(error)) statistics.failed(start, failureReason(error, infer?.signal, running), pending)
       throw error

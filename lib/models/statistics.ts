@@ -11,11 +11,11 @@
 import type { ModelStatistics, StatisticDuration } from '../../types/models'
 import type { VersionCells } from '../store/model-store'
 import {
-  BATCH_CELLS, BATCH_SLOTS, BATCH_START, CELL, changeBlock, FAILURE_REASONS, type FailureReason, readBlock, SAMPLE_CELLS,
-  SAMPLE_SLOTS, SAMPLE_START, SUMMED_CELLS
+  addCounts, BATCH_CELLS, BATCH_SLOTS, BATCH_START, CELL, changeBlock, FAILURE_REASONS, FIRST_RESPONSE_BUCKETS, type FailureReason,
+  readBlock, SAMPLE_CELLS, SAMPLE_SLOTS, SAMPLE_START
 } from '../store/statistics-table'
 
-export { FAILURE_REASONS, type FailureReason }
+export { FAILURE_REASONS, FIRST_RESPONSE_BUCKETS, type FailureReason }
 
 /** When each phase of one successful request began or ended, from `performance.now()`
  * (milliseconds, with the monotonic clock's sub-microsecond resolution, and no allocation). */
@@ -25,6 +25,8 @@ export interface RequestTimes {
   runStart: number
   ran: number
   end: number
+  /** When its first response was sent; none for a decoupled request that sent none. */
+  firstResponse?: number
 }
 
 /** The phases a summary reports, in the order of a sample's cells after its time. */
@@ -41,6 +43,10 @@ export interface StatisticsTotals {
   pending: number
   /** Cumulative microseconds of each phase of the successful requests (`request`: their whole time). */
   microseconds: Record<SampledPhase, number>
+  /** The successful requests' times from their start to their first response, in whole
+   * milliseconds as Triton observes them: how many, their sum, and how many are at most each of
+   * `FIRST_RESPONSE_BUCKETS` (cumulative, as a histogram's buckets). */
+  firstResponse: { count: number, sumMs: number, buckets: number[] }
 }
 
 const DURATIONS: Record<SampledPhase, number> = {
@@ -104,7 +110,7 @@ export class InferenceStatistics {
     const to = cells.own
     changeBlock(to, () => {
       // The pending gauge too: a request counted pending here ends its wait in the new cells.
-      for (let cell = 1; cell < SUMMED_CELLS; cell++) to[cell] += from[cell]
+      addCounts(from, to)
       to[CELL.lastInference] = Math.max(to[CELL.lastInference], from[CELL.lastInference])
       const batches = new Map<number, Float64Array>()
       addBatches(from, batches)
@@ -137,7 +143,7 @@ export class InferenceStatistics {
     changeBlock(this.#own, () => this.#countSuccess(times, batchSize))
   }
 
-  #countSuccess ({ start, read, runStart, ran, end }: RequestTimes, batchSize: number): void {
+  #countSuccess ({ start, read, runStart, ran, end, firstResponse }: RequestTimes, batchSize: number): void {
     const cells = this.#own
     const now = Date.now()
     cells[CELL.lastInference] = now
@@ -158,6 +164,7 @@ export class InferenceStatistics {
     cells[CELL.inferMs] += infer
     cells[CELL.outputCount]++
     cells[CELL.outputMs] += output
+    if (firstResponse !== undefined) this.#observeFirstResponse(Math.floor(firstResponse - start))
     let slot = this.#batchSlots.get(batchSize)
     if (slot === undefined) {
       slot = batchSlot(cells, batchSize)
@@ -181,6 +188,15 @@ export class InferenceStatistics {
     cells[sample] = now
   }
 
+  /** Triton's first-response histogram: whole milliseconds, counted in every bucket whose bound
+   * holds them (Prometheus' buckets are cumulative). */
+  #observeFirstResponse (milliseconds: number): void {
+    const cells = this.#own
+    cells[CELL.firstResponseCount]++
+    cells[CELL.firstResponseMs] += milliseconds
+    FIRST_RESPONSE_BUCKETS.forEach((bound, index) => { cells[CELL.firstResponseBuckets + index] += Number(milliseconds <= bound) })
+  }
+
   /** A request that failed after its model was found (its inputs, its run or its response), for
    * one of Triton's reasons; `pending` if it failed before its run. */
   failed (start: number, reason: FailureReason, pending: boolean): void {
@@ -196,14 +212,14 @@ export class InferenceStatistics {
 
   /** The counts of every process summed, and the latest of their last inferences. */
   #sum (): { sum: Float64Array, batches: Map<number, Float64Array> } {
-    const sum = new Float64Array(SUMMED_CELLS)
+    const sum = new Float64Array(SAMPLE_START)
     const batches = new Map<number, Float64Array>()
     for (const block of this.#cells.all()) {
       // Read whole, between two changes of its writer: its counts agree with one another.
       const cells = readBlock(block)
       // A process that never ran this version has nothing more to add.
       if (cells[CELL.successCount] === 0 && cells[CELL.failCount] === 0) continue
-      for (let cell = 1; cell < SUMMED_CELLS; cell++) sum[cell] += cells[cell]
+      addCounts(cells, sum)
       sum[CELL.lastInference] = Math.max(sum[CELL.lastInference], cells[CELL.lastInference])
       addBatches(cells, batches)
     }
@@ -247,7 +263,11 @@ export class InferenceStatistics {
     for (const cells of this.#cells.live()) pending += cells[CELL.pending]
     const failures = Object.fromEntries(FAILURE_REASONS.map((reason, index) => [reason, sum[CELL.failReasons + index]])) as Record<FailureReason, number>
     const microseconds = Object.fromEntries(SAMPLED_PHASES.map((phase) => [phase, Math.round(sum[DURATIONS[phase]] * 1000)])) as Record<SampledPhase, number>
-    return { success: sum[CELL.successCount], failures, inferenceCount: sum[CELL.inferenceCount], executionCount: sum[CELL.executionCount], pending, microseconds }
+    const buckets = FIRST_RESPONSE_BUCKETS.map((_bound, index) => sum[CELL.firstResponseBuckets + index])
+    const firstResponse = { count: sum[CELL.firstResponseCount], sumMs: sum[CELL.firstResponseMs], buckets }
+    return {
+      success: sum[CELL.successCount], failures, inferenceCount: sum[CELL.inferenceCount], executionCount: sum[CELL.executionCount], pending, microseconds, firstResponse
+    }
   }
 
   /** The microseconds of each phase of the latest successful requests of every process that ended

@@ -11,7 +11,7 @@
  * The layout of one block (`Float64Array` cells; times in milliseconds, as `performance.now()`
  * gives them: exact to well below a nanosecond per request, and never wrapping):
  *
- *   0..31     the version's counts: see `CELL`
+ *   0..31     the version's counts: see `CELL` (23..28: the first-response histogram)
  *   32..191   32 batch slots of 5 cells: batch size (0: free), requests, compute input, infer,
  *             output times. A process keeps the first 32 batch sizes it sees; requests of further
  *             sizes count everywhere but in `batch_stats` (`CELL.batchOverflow` counts them)
@@ -57,14 +57,30 @@ export const CELL = {
   /** Bumped before and after each change of the counts (odd while one is under way): a reader in
    * another process copies the block again until it sees an even value, the same before and after
    * its copy, so that no answer shows half of a request (an execution counted, its batch not yet). */
-  writes: 22
+  writes: 22,
+  /** The first-response histogram: requests observed, their total whole milliseconds, then how
+   * many took at most each of `FIRST_RESPONSE_BUCKETS` (cumulative, as Prometheus' buckets). */
+  firstResponseCount: 23,
+  firstResponseMs: 24,
+  firstResponseBuckets: 25
 } as const
+
+/** Triton's default buckets of `nv_inference_first_response_histogram_ms` (metric_model_reporter.h), in milliseconds. */
+export const FIRST_RESPONSE_BUCKETS: readonly number[] = Object.freeze([100, 500, 2000, 5000])
 
 export const FAILURE_REASONS = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'] as const
 export type FailureReason = typeof FAILURE_REASONS[number]
 
-/** The counts summed over processes: every cell up to here (the gauge and the max aside). */
+/** The counts summed over processes: every cell up to here (the gauge and the max aside)... */
 export const SUMMED_CELLS = 21
+/** ...and the histogram's. */
+export const HISTOGRAM_CELLS = { start: CELL.firstResponseCount, end: CELL.firstResponseBuckets + FIRST_RESPONSE_BUCKETS.length }
+
+/** Adds the summed counts of block `from` into `to`. */
+export function addCounts (from: Float64Array, to: Float64Array): void {
+  for (let cell = 1; cell < SUMMED_CELLS; cell++) to[cell] += from[cell]
+  for (let cell = HISTOGRAM_CELLS.start; cell < HISTOGRAM_CELLS.end; cell++) to[cell] += from[cell]
+}
 
 export const BATCH_START = 32
 export const BATCH_SLOTS = 32
@@ -77,7 +93,7 @@ export const SAMPLE_CELLS = 6
 const HEADER_CELLS = 512
 /** Written by the first process, checked by the others: a process of a version of this package
  * with another layout must not read these counters as its own. */
-const LAYOUT = 0x54_53_48_01
+const LAYOUT = 0x54_53_48_02
 export const BYTE_SIZE = (HEADER_CELLS + PROCESS_SLOTS * MODEL_SLOTS * BLOCK_CELLS) * Float64Array.BYTES_PER_ELEMENT
 
 /** Reads of a block whose writer seems to be mid-change before it is taken as it is: a writer

@@ -2,7 +2,7 @@ import Fastify from 'fastify'
 import { describe, expect, test } from 'tstyche'
 import fastifyTritonShm, {
   fastifyTritonShm as named, type FastifyTritonShmOptions, type ErrorKind, type Lease, Registry, TritonError,
-  type SharedMemoryRegionStatus, type SystemSharedMemoryRegistry
+  type SharedMemoryRegionStatus, type SystemSharedMemoryRegistry, tritonMetrics, tritonMetricsPlugin
 } from '../../lib/index'
 
 const app = Fastify()
@@ -97,5 +97,14 @@ describe('errors', () => {
     expect<TritonError['kind']>().type.toBeAssignableTo<ErrorKind>()
     expect<TritonError>().type.toBeAssignableTo<Error>()
     expect<TritonError>().type.not.toHaveProperty('statusCode')
+  })
+})
+
+describe('the metrics', () => {
+  test('take Triton\'s metrics settings as options', () => {
+    expect(app.register(tritonMetricsPlugin, { latencyCounters: false, histograms: true, summaries: { quantiles: [0.1, 0.75] } })).type.not.toRaiseError()
+    expect(tritonMetrics({ histograms: true, summaries: true })).type.not.toRaiseError()
+    expect(app.register(tritonMetricsPlugin, { histograms: 'true' })).type.toRaiseError()
+    expect(tritonMetrics({ histogram: true })).type.toRaiseError()
   })
 })
