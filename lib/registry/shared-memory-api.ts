@@ -8,11 +8,9 @@
 import type { RegistryLogger, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../../types'
 import * as errors from '../errors'
 import { carriesSecret } from '../util/constant-time'
+import { HEADER_NAME } from '../util/restricted-features'
 import { type CallerConnection, type ClientShmAccess, PeerPolicy } from './peer-policy'
 import { regionSourceOf } from './register-fields'
-
-/** RFC 9110 token: the characters a header name (or gRPC metadata key) may hold. */
-export const HEADER_NAME = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$'
 
 /** The schema of the `restrictedApi` option. */
 export const restrictedApiSchema = {
