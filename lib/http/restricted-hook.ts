@@ -7,10 +7,10 @@ import type { FastifyRequest, preParsingHookHandler } from 'fastify'
 import type { RestrictedCategory } from '../../types'
 import type { RestrictedFeatures } from '../util/restricted-features'
 
-/** The value of a request's header (its first, if sent twice, as Triton reads it). */
+/** The value of a request's header (Node joins a header sent twice into one value). */
 export function headerOf (request: FastifyRequest, lowerCaseName: string): string | undefined {
   const sent = request.headers[lowerCaseName]
-  return Array.isArray(sent) ? sent[0] : sent
+  return typeof sent === 'string' ? sent : undefined
 }
 
 /** The hook for routes whose category `categoryOf` tells (undefined: a route no category covers). */
