@@ -7,7 +7,9 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { inferenceServiceHandlers, sharedMemoryService } from '../lib/grpc'
-import fastifyTritonShm, { type FastifyTritonShmOptions, type KServeModelsOptions, kserveModels, ModelTable, Registry } from '../lib/index'
+import fastifyTritonShm, {
+  type ApiCaller, type FastifyTritonShmOptions, type KServeModelsOptions, kserveModels, ModelTable, Registry, SharedMemoryApi
+} from '../lib/index'
 import type { RestrictionGroup } from '../types'
 import { grpcClient, listenGrpcPlugin, startServer } from './helpers/grpc'
 import { sumModel } from './helpers/kserve'
@@ -103,7 +105,7 @@ t.test('HTTP: restrictedApi is the shared-memory group', async (t) => {
 })
 
 /** Registration with `register` fails with `code` and `message`. */
-async function refusedAtStartup (t: Test, register: (app: FastifyInstance) => Promise<unknown>, code: string, message: string) {
+async function refusedAtStartup (t: Test, register: (app: FastifyInstance) => PromiseLike<unknown>, code: string, message: string) {
   const app = Fastify()
   t.teardown(() => app.close())
   await t.rejects(async () => {
@@ -114,6 +116,8 @@ async function refusedAtStartup (t: Test, register: (app: FastifyInstance) => Pr
 
 t.test('unknown and repeated categories are refused at registration, in Triton\'s words', async (t) => {
   const group = (categories: string[], header = 'k') => ({ categories, header, value: 'v' }) as RestrictionGroup
+  const registry = new Registry()
+  t.teardown(() => registry.close())
   await refusedAtStartup(t, (app) => app.register(fastifyTritonShm, { restrictedApis: [group(['health']), group(['model-reposit', 'health'])] }),
     'ERR_SHM_UNKNOWN_RESTRICTED_CATEGORY', "fastify-triton-shm: unknown restricted api 'model-reposit'")
   await refusedAtStartup(t, (app) => app.register(fastifyTritonShm, { restrictedApis: [group(['model-repository', 'health']), group(['metadata', 'health'])] }),
@@ -131,10 +135,13 @@ t.test('unknown and repeated categories are refused at registration, in Triton\'
   await refusedAtStartup(t, (app) => app.register(fastifyTritonShm, { restrictedApis: [group([])] }),
     'ERR_SHM_INVALID_OPTION', "fastify-triton-shm: option 'restrictedApis.0.categories' must NOT have fewer than 1 items")
   t.throws(() => inferenceServiceHandlers({
-    registry: new Registry(), models: repositoryTable(), server: { name: 'n', version: '' }, restrictedApi: { header: 'a', value: 'b' },
+    registry,
+    models: repositoryTable(),
+    server: { name: 'n', version: '' },
+    restrictedApi: { header: 'a', value: 'b' },
     restrictedProtocols: [group(['shared-memory'])]
   }), { code: 'ERR_SHM_REPEATED_RESTRICTED_CATEGORY', message: "inferenceServiceHandlers: restricted protocol 'shared-memory' can not be specified in multiple config groups" })
-  t.throws(() => sharedMemoryService(new Registry(), { restrictedProtocols: [group(['memory'])] }),
+  t.throws(() => sharedMemoryService(registry, { restrictedProtocols: [group(['memory'])] }),
     { code: 'ERR_SHM_UNKNOWN_RESTRICTED_CATEGORY', message: "sharedMemoryService: unknown restricted protocol 'memory'" })
 })
 
@@ -201,13 +208,17 @@ t.test('gRPC: a stream of a restricted category is refused as it opens; with its
 t.test('gRPC: categories not restricted stay open; HTTP groups do not restrict gRPC, nor the reverse', async (t) => {
   const { app, port } = await listenGrpcPlugin(t, [], {
     restrictedApis: [GROUPS[2]],
-    grpc: { models: repositoryTable(), restrictedProtocols: [GRPC_GROUPS[1]] }
+    grpc: { models: repositoryTable(), restrictedProtocols: [{ categories: ['metadata'], header: `${PREFIX}infer-key`, value: 'infer-value' }] }
   })
   const client = grpcClient(t, port)
   t.same(await client.call('ServerLive'), { live: true }, 'health: open over gRPC')
   t.ok(await client.call('ModelStatistics', { name: 'simple' }), 'statistics: open over gRPC')
   t.same(await client.call('SystemSharedMemoryStatus'), { regions: {} }, 'shared memory: restricted over HTTP only')
   t.match(await client.fail('ServerMetadata'), protocolRefusal('infer-key'))
+  const stream = streamClient(t, port)
+  stream.write({ ...inferRequest, id: 'open' })
+  t.equal((await stream.until(1))[0].infer_response?.id, 'open', 'inference: a stream without a key is served')
+  t.equal((await stream.end()).code, 0)
   t.equal((await app.inject({ method: 'GET', url: '/v2/systemsharedmemory/status' })).statusCode, 403, 'HTTP shared memory: restricted')
 })
 
@@ -225,4 +236,17 @@ t.test('gRPC in a host\'s own server: inferenceServiceHandlers and sharedMemoryS
   t.same(await shm.call('SystemSharedMemoryStatus', {}, grpcHeaders(OTHER)), { regions: {} })
   t.match(await shm.fail('SystemSharedMemoryRegister', { name: 'r', key: 'k', byte_size: 8 }), protocolRefusal('other-key'),
     'register: refused before its fields are read')
+})
+
+t.test('a transport of the host\'s own: SharedMemoryApi\'s restrictedApi answers in the caller\'s transport\'s words', async (t) => {
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const api = new SharedMemoryApi(registry, { restrictedApi: { header: 'X-Shm', value: 'yes' } })
+  const caller = (transport: 'http' | 'grpc', headers: Record<string, string>): ApiCaller =>
+    ({ transport, header: (name) => headers[name], connection: () => undefined })
+  t.throws(() => api.checkAccess(caller('http', {})), { code: 'ERR_SHM_RESTRICTED_API', message: "This API is restricted, expecting header 'X-Shm'" })
+  t.throws(() => api.checkAccess(caller('grpc', { 'x-shm': 'no' })),
+    { code: 'ERR_SHM_RESTRICTED_PROTOCOL', message: "This protocol is restricted, expecting header 'X-Shm'" })
+  t.doesNotThrow(() => api.checkAccess(caller('http', { 'x-shm': 'yes' })), 'the header, asked for in lower case')
+  t.doesNotThrow(() => new SharedMemoryApi(registry).checkAccess(caller('grpc', {})), 'without restrictedApi: open')
 })
