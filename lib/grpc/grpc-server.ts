@@ -73,7 +73,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const maxMessageBytes = options.maxMessageBytes ?? defaultMaxMessageBytes(api.registry.inFlight.maxBytes)
   const sockets = new Map<string, net.Socket>()
   const streams = new OpenStreams()
-  const handlers = inferenceServiceOver(api, { models, limits, log, streams, restrictions, server: metadata ?? { name: 'fastify-triton-shm', version: '' } })
+  const handlers = inferenceServiceOver(api, { models, limits, log, streams, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restrictions)
   const tracker = callTracker({
     sendTimeoutMs,
     socketOf: (connection) => sockets.get(endsOf(connection)),

@@ -29,8 +29,6 @@ export interface ModelServiceOptions {
   log?: ErrorLogger
   /** Where ModelStreamInfer keeps its streams, to end them with the server (`OpenStreams.close`). */
   streams?: OpenStreams
-  /** The restricted categories (Triton's `--grpc-restricted-protocol`). Default: none. */
-  restrictions?: RestrictedFeatures
 }
 
 export interface InferenceServiceOptions extends SharedMemoryServiceOptions, ModelServiceOptions {
@@ -42,9 +40,10 @@ interface ModelRequest { name: string, version: string }
 /** Empty means "not given" in proto3. */
 const given = (value: string) => value === '' ? undefined : value
 
-/** The handlers over `api` (the plugin's, shared with its HTTP routes) and the model table. */
-export function inferenceServiceOver (api: SharedMemoryApi, options: ModelServiceOptions): UntypedServiceImplementation {
-  const { models, server, limits, log, streams, restrictions = new RestrictedFeatures([], 'grpc', 'fastify-triton-shm grpc') } = options
+/** The handlers over `api` (the plugin's, shared with its HTTP routes) and the model table, each
+ * refusing calls its category's restriction refuses (Triton's `--grpc-restricted-protocol`). */
+export function inferenceServiceOver (api: SharedMemoryApi, { models, server, limits, log, streams }: ModelServiceOptions,
+  restrictions = new RestrictedFeatures([], 'grpc', 'inferenceServiceOver')): UntypedServiceImplementation {
   const restricted = <Request, Response>(category: RestrictedCategory, handler: handleUnaryCall<Request, Response>) =>
     restrictedUnary(restrictions, category, handler, log)
   const rpc = <Request, Response>(category: RestrictedCategory, answer: (request: Request) => Response) =>
@@ -74,5 +73,5 @@ export function inferenceServiceOver (api: SharedMemoryApi, options: ModelServic
 export function inferenceServiceHandlers (options: InferenceServiceOptions): UntypedServiceImplementation {
   const { registry, allowClientShm, restrictedApi, restrictedProtocols, clientShmAccess } = options
   const restrictions = new RestrictedFeatures(restrictionGroups(restrictedProtocols, restrictedApi), 'grpc', 'inferenceServiceHandlers')
-  return inferenceServiceOver(new SharedMemoryApi(registry, { allowClientShm, clientShmAccess }), { ...options, restrictions })
+  return inferenceServiceOver(new SharedMemoryApi(registry, { allowClientShm, clientShmAccess }), options, restrictions)
 }
