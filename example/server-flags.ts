@@ -9,7 +9,7 @@
  * tritonserver refuses. `--model-repository` is the one exception: the example's models are code,
  * so its paths are kept only to be logged.
  */
-import type { ModelRepositoryOptions } from '../lib/index'
+import type { ModelRepositoryOptions, RestrictedCategory, RestrictionGroup } from '../lib/index'
 
 /** What the options set: each field named after the option of the service or package it maps to. */
 export interface ServerFlags {
@@ -32,8 +32,14 @@ export interface ServerFlags {
   repository?: ModelRepositoryOptions
   /** --http-max-input-size: the infer body parser's `jsonLimit`. */
   jsonLimit?: number
-  /** --http-restricted-api or --grpc-restricted-protocol, `shared-memory` only: the plugin's `restrictedApi`. */
-  restrictedApi?: { header: string, value: string }
+  /** --http-restricted-api: the plugin's and the model endpoints' `restrictedApis`. */
+  restrictedApis?: RestrictionGroup[]
+  /** --grpc-restricted-protocol: the gRPC listener's `restrictedProtocols` (keys as tritonserver
+   * names them, `triton-grpc-protocol-<key>`). */
+  restrictedProtocols?: RestrictionGroup[]
+  /** --grpc-max-response-pool-size: checked as tritonserver checks it; a stream here already holds
+   * a bounded number of responses (see docs/example.md). */
+  maxResponsePoolSize?: number
   /** --metrics-config: the metrics plugin's `latencyCounters`, `histograms` and `summaries`. */
   metricsConfig?: MetricsConfig
   /** --model-repository (or --model-store): paths the example does not read. */
@@ -64,8 +70,10 @@ class BadValue extends Error {}
 /** tritonserver's header for gRPC restrictions: its clients send `triton-grpc-protocol-<key>`. */
 const GRPC_RESTRICTION_PREFIX = 'triton-grpc-protocol-'
 
-/** The categories tritonserver restricts; the plugin's `restrictedApi` covers `shared-memory`. */
-const RESTRICTED_CATEGORIES = ['health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository', 'statistics', 'trace', 'logging']
+/** The categories tritonserver restricts. */
+const RESTRICTED_CATEGORIES: readonly string[] = [
+  'health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository', 'statistics', 'trace', 'logging'
+]
 
 /** What parsing keeps besides the flags: tritonserver's checks that span several options. */
 interface ParseState {
@@ -74,7 +82,6 @@ interface ParseState {
   loadModels: string[]
   /** The categories restricted so far, by option: tritonserver refuses one named twice. */
   restricted: Map<string, Set<string>>
-  restrictions: Array<{ option: string, header: string, value: string }>
 }
 
 /** tritonserver's `ParseOption<bool>`. */
@@ -118,10 +125,9 @@ function parseControlMode (value: string): 'none' | 'explicit' {
 
 /**
  * tritonserver's `<categories>:<key>=<value>` (`ParseRestrictedFeatureOption`): its format, an
- * unknown category and one named twice refused in its words; then any category but
- * `shared-memory`, which the example cannot restrict.
+ * unknown category and one named twice refused in its words; the group kept for its transport.
  */
-function addRestriction (state: ParseState, option: string, feature: 'api' | 'protocol', headerPrefix: string, argument: string): void {
+function addRestriction (state: ParseState, option: string, feature: 'api' | 'protocol', headerPrefix: string, argument: string): RestrictionGroup {
   const colon = argument.indexOf(':')
   const equals = argument.indexOf('=', colon + 1)
   const [categories, key, value] = [argument.slice(0, colon), argument.slice(colon + 1, equals), argument.slice(equals + 1)]
@@ -134,11 +140,15 @@ function addRestriction (state: ParseState, option: string, feature: 'api' | 'pr
     if (!RESTRICTED_CATEGORIES.includes(category)) throw new BadValue(`unknown restricted ${feature} '${category}' `)
     if (named.has(category)) throw new BadValue(`restricted ${feature} '${category}' can not be specified in multiple config groups`)
     named.add(category)
-    if (category !== 'shared-memory') {
-      throw new BadValue(`the example cannot restrict ${feature} '${category}': it restricts 'shared-memory' only (the plugin's restrictedApi)`)
-    }
   }
-  state.restrictions.push({ option, header: headerPrefix + key, value })
+  return { categories: categories.split(',') as RestrictedCategory[], header: headerPrefix + key, value }
+}
+
+/** tritonserver's `--grpc-max-response-pool-size`: an int, more than 0. */
+function parsePoolSize (value: string): number {
+  const size = parseInteger(value, INT32_MAX)
+  if (size <= 0) throw new BadValue('Error: --grpc-max-response-pool-size must be greater than 0.')
+  return size
 }
 
 /** tritonserver's `--metrics-config` format (`ParseMetricsConfigOption`): `<setting>=<value>`, both
@@ -209,8 +219,13 @@ const OPTIONS: Record<string, Apply> = {
   'model-control-mode': (state, value) => { state.controlMode = parseControlMode(value) },
   'load-model': (state, value) => { if (!state.loadModels.includes(value)) state.loadModels.push(value) },
   'http-max-input-size': ({ flags }, value) => { flags.jsonLimit = parseMaxInputSize(value) },
-  'http-restricted-api': (state, value) => addRestriction(state, 'http-restricted-api', 'api', '', value),
-  'grpc-restricted-protocol': (state, value) => addRestriction(state, 'grpc-restricted-protocol', 'protocol', GRPC_RESTRICTION_PREFIX, value),
+  'http-restricted-api': (state, value) => {
+    (state.flags.restrictedApis ??= []).push(addRestriction(state, 'http-restricted-api', 'api', '', value))
+  },
+  'grpc-restricted-protocol': (state, value) => {
+    (state.flags.restrictedProtocols ??= []).push(addRestriction(state, 'grpc-restricted-protocol', 'protocol', GRPC_RESTRICTION_PREFIX, value))
+  },
+  'grpc-max-response-pool-size': ({ flags }, value) => { flags.maxResponsePoolSize = parsePoolSize(value) },
   'metrics-config': addMetricsSetting,
   'model-repository': ({ flags }, value) => { flags.modelRepositories.push(value) },
   'model-store': ({ flags }, value) => { flags.modelRepositories.push(value) },
@@ -227,7 +242,7 @@ export const SERVER_FLAG_NAMES = Object.keys(OPTIONS).map((name) => `--${name}`)
 
 /** tritonserver's checks of options taken together, once all are read. */
 function finish (state: ParseState): ServerFlags {
-  const { flags, controlMode, loadModels, restrictions } = state
+  const { flags, controlMode, loadModels } = state
   if (loadModels.length > 0 && controlMode !== 'explicit') {
     throw new ServerFlagError("Error: Use of '--load-model' requires setting '--model-control-mode=explicit' as well.")
   }
@@ -237,18 +252,13 @@ function finish (state: ParseState): ServerFlags {
   if (controlMode === 'none') flags.repository = { controlMode }
   // tritonserver's explicit mode loads only the models --load-model names (all of them for '*').
   if (controlMode === 'explicit') flags.repository = { controlMode, ...(!loadModels.includes('*') && { startupModels: loadModels }) }
-  if (restrictions.length > 1) {
-    throw new ServerFlagError('the example restricts the shared-memory API with one header on HTTP and gRPC alike ' +
-      "(the plugin's restrictedApi): give one --http-restricted-api or --grpc-restricted-protocol")
-  }
-  if (restrictions.length === 1) flags.restrictedApi = { header: restrictions[0].header, value: restrictions[0].value }
   return flags
 }
 
 /** Reads tritonserver's options from `args` (the arguments after the script's name); throws a
  * `ServerFlagError` with tritonserver's message for the first one it refuses. */
 export function parseServerFlags (args: readonly string[]): ServerFlags {
-  const state: ParseState = { flags: { modelRepositories: [] }, loadModels: [], restricted: new Map(), restrictions: [] }
+  const state: ParseState = { flags: { modelRepositories: [] }, loadModels: [], restricted: new Map() }
   // As getopt reads them: the options first, wherever they are; what is not one is refused after.
   const others: string[] = []
   for (let index = 0; index < args.length; index++) {

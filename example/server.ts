@@ -24,7 +24,7 @@ import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerO
 import fastifyTritonShm, {
   apiFrameworkErrors, type ClientShmAccess, type InferRequest, kserveErrorHandler, kserveModels, ModelTable, tritonMetricsPlugin
 } from '../lib/index'
-import type { ModelDeclaration, ModelRepositoryOptions, SharedRegistryOptions } from '../lib/index'
+import type { ModelDeclaration, ModelRepositoryOptions, RestrictionGroup, SharedRegistryOptions } from '../lib/index'
 import { runPrimary, workerCount } from './cluster'
 import { registerDocumentation } from './documentation'
 import { loadModels, type Model, run } from './models'
@@ -75,8 +75,12 @@ export interface ServerOptions {
   /** The model table's repository options: Triton's model control mode and the models loaded at
    * startup (default: explicit, every model loaded). */
   repository?: ModelRepositoryOptions
-  /** The plugin's restricted shared memory API (default: open). */
+  /** The plugin's restricted shared memory API, on HTTP and gRPC (default: open). */
   restrictedApi?: { header: string, value: string }
+  /** Triton's --http-restricted-api: the plugin's and the model endpoints' `restrictedApis`. */
+  restrictedApis?: RestrictionGroup[]
+  /** Triton's --grpc-restricted-protocol: the gRPC listener's `restrictedProtocols`. */
+  restrictedProtocols?: RestrictionGroup[]
   fastify?: FastifyServerOptions
 }
 
@@ -132,9 +136,16 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     ...(options.clientShmAccess !== undefined && { clientShmAccess: options.clientShmAccess }),
     ...(options.maxInFlightBytes !== undefined && { maxInFlightBytes: options.maxInFlightBytes }),
     ...(options.restrictedApi !== undefined && { restrictedApi: options.restrictedApi }),
+    ...(options.restrictedApis !== undefined && { restrictedApis: options.restrictedApis }),
     ...(options.sharedRegistry !== undefined && { sharedRegistry: options.sharedRegistry }),
     ...(options.grpcPort !== undefined && {
-      grpc: { host: options.grpcHost, port: options.grpcPort, models: table, server: { name: SERVER_NAME, version } }
+      grpc: {
+        host: options.grpcHost,
+        port: options.grpcPort,
+        models: table,
+        server: { name: SERVER_NAME, version },
+        ...(options.restrictedProtocols !== undefined && { restrictedProtocols: options.restrictedProtocols })
+      }
     })
   })
 
@@ -144,7 +155,8 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     version,
     bodyLimit: options.bodyLimit ?? 1024 ** 3,
     jsonLimit: options.jsonLimit,
-    ...(options.beforeModel !== undefined && { beforeRun: options.beforeModel })
+    ...(options.beforeModel !== undefined && { beforeRun: options.beforeModel }),
+    ...(options.restrictedApis !== undefined && { restrictedApis: options.restrictedApis })
   })
   if (options.metrics === false) return app
   await app.register(tritonMetricsPlugin, { models: table, ...metricsPluginOptions(options) })
@@ -191,7 +203,8 @@ function optionsOf (flags: ServerFlags): ServerOptions {
     ...(process.env.CLIENT_SHM_ACCESS !== undefined && { clientShmAccess: process.env.CLIENT_SHM_ACCESS as ClientShmAccess }),
     ...(flags.repository !== undefined && { repository: flags.repository }),
     ...(flags.jsonLimit !== undefined && { jsonLimit: flags.jsonLimit }),
-    ...(flags.restrictedApi !== undefined && { restrictedApi: flags.restrictedApi }),
+    ...(flags.restrictedApis !== undefined && { restrictedApis: flags.restrictedApis }),
+    ...(flags.restrictedProtocols !== undefined && { restrictedProtocols: flags.restrictedProtocols }),
     ...(flags.metricsConfig !== undefined && { metricsConfig: flags.metricsConfig }),
     fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
   }

@@ -531,6 +531,14 @@ export const storeFailed = (cause: unknown) => Object.assign(STORE_FAILED(), { c
 /** `owner` names what was given the options (`fastify-triton-shm`, `fastify-triton-shm models`, ...). */
 export const invalidOption = usage('ERR_SHM_INVALID_OPTION', (owner: string, problem: string) => `${owner}: ${problem}`)
 
+/** A restriction naming a category Triton does not have (its `--http-restricted-api` text; "protocol" over gRPC). */
+export const unknownRestrictedCategory = usage('ERR_SHM_UNKNOWN_RESTRICTED_CATEGORY', (owner: string, feature: 'api' | 'protocol', category: string) =>
+  `${owner}: unknown restricted ${feature} '${category}'`)
+
+/** A category in two restriction groups: which header would it take? (Triton's text.) */
+export const repeatedRestrictedCategory = usage('ERR_SHM_REPEATED_RESTRICTED_CATEGORY', (owner: string, feature: 'api' | 'protocol', category: string) =>
+  `${owner}: restricted ${feature} '${category}' can not be specified in multiple config groups`)
+
 export const invalidModelDeclaration = usage('ERR_SHM_INVALID_MODEL_DECLARATION', (model: string | undefined, problem: string) =>
   `fastify-triton-shm: model${model === undefined ? '' : ` '${model}'`}: ${problem}`)
 

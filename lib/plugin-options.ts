@@ -2,12 +2,13 @@
  * The plugin's options, and their check: made once at registration, so a mistake fails
  * `app.ready()` with a message naming the option instead of misbehaving at the first request.
  */
-import type { OpenApiOptions, RegistryOptions } from '../types'
+import type { OpenApiOptions, RegistryOptions, RestrictionGroup } from '../types'
 import * as errors from './errors'
 import { grpcListenerSchema, type GrpcListenerOptions } from './grpc/listener-options'
 import { CLIENT_SHM_ACCESS, type ClientShmAccess } from './registry/peer-policy'
 import { restrictedApiSchema } from './registry/shared-memory-api'
 import { describeOptionProblem, positiveInteger, validatorOf } from './util/options-validator'
+import { restrictionGroupsSchema } from './util/restricted-features'
 
 export interface FastifyTritonShmOptions extends Omit<RegistryOptions, 'logger'> {
   /** Also serve KServe V2 over gRPC (`inference.GRPCInferenceService`) on a second port, with
@@ -20,8 +21,14 @@ export interface FastifyTritonShmOptions extends Omit<RegistryOptions, 'logger'>
   /** When false, register and both system unregister routes answer 501, as Triton does without client
    * shared memory (status still works; the registry's own methods are not affected). Default true. */
   allowClientShm?: boolean
-  /** Serve the whole API only to requests that carry this header with this value (else 403). */
+  /** Serve the whole API only to requests that carry this header with this value (else 403; over
+   * the `grpc` listener, UNAVAILABLE): the `shared-memory` category on both transports. */
   restrictedApi?: { header: string, value: string }
+  /** Triton's `--http-restricted-api`: the categories of these routes (`shared-memory`) served only
+   * to requests that carry their group's header with its value (else 403). Every category Triton
+   * has is accepted; an unknown one, or one in two groups (or here and in `restrictedApi`), fails
+   * the registration with Triton's text. */
+  restrictedApis?: RestrictionGroup[]
   /** Whose memory a client may register, over HTTP and gRPC: `peer` (default) only objects the
    * connecting client's own user could open read-write, `local` any object for any client on this
    * host, `any` any object for any client (see `ClientShmAccess`). */
@@ -40,6 +47,7 @@ export const pluginOptionsSchema = {
     allowClientShm: { type: 'boolean' },
     clientShmAccess: { enum: [...CLIENT_SHM_ACCESS] },
     restrictedApi: restrictedApiSchema,
+    restrictedApis: restrictionGroupsSchema,
     allowKey: { keyRule: true },
     reservedKeyPrefixes: { type: 'array', items: { type: 'string', minLength: 1 } },
     maxInFlightBytes: positiveInteger,

@@ -12,6 +12,9 @@ import { DEFAULT_DECORATOR } from './http/decorator'
 import { checkPluginOptions, type FastifyTritonShmOptions } from './plugin-options'
 import { Registry } from './registry/registry'
 import { SharedMemoryApi } from './registry/shared-memory-api'
+import { RestrictedFeatures, restrictionGroups } from './util/restricted-features'
+
+const PLUGIN = 'fastify-triton-shm'
 
 /** Fastify's own register options: a plugin wrapped with fastify-plugin gets no context of its
  * own to apply them to, so the registry's logger and the routes' child take them here. */
@@ -19,18 +22,21 @@ type LogOptions = Pick<RegisterOptions, 'logLevel' | 'logSerializers'>
 
 const plugin: FastifyPluginAsync<FastifyTritonShmOptions & LogOptions> = async (app, options) => {
   const {
-    prefix, decorator = DEFAULT_DECORATOR, allowClientShm, clientShmAccess, restrictedApi, openapi = {}, logLevel,
+    prefix, decorator = DEFAULT_DECORATOR, allowClientShm, clientShmAccess, restrictedApi, restrictedApis, openapi = {}, logLevel,
     logSerializers, grpc, ...registryOptions
   } = checkPluginOptions(options)
+  // `restrictedApi` is the shared-memory category on both transports.
+  const restrictions = new RestrictedFeatures(restrictionGroups(restrictedApis, restrictedApi), 'http', PLUGIN)
+  const grpcRestrictions = new RestrictedFeatures(restrictionGroups(grpc?.restrictedProtocols, restrictedApi), 'grpc', `${PLUGIN} grpc`)
   const logger = logLevel === undefined ? app.log : app.log.child({}, { level: logLevel })
   const registry = new Registry({ ...registryOptions, logger })
-  const api = new SharedMemoryApi(registry, { allowClientShm, clientShmAccess, restrictedApi, log: logger })
+  const api = new SharedMemoryApi(registry, { allowClientShm, clientShmAccess, log: logger })
   app.decorate(decorator, registry)
   let grpcListener: GrpcListener | undefined
   if (grpc !== undefined) {
     app.decorate('tritonGrpc', { getter: () => ({ port: grpcListener?.port }) })
     app.addHook('onReady', async () => {
-      grpcListener = await listenGrpc(grpc, { api, log: logger })
+      grpcListener = await listenGrpc(grpc, { api, restrictions: grpcRestrictions, log: logger })
       logger.info({ port: grpcListener.port }, 'KServe gRPC listening')
     })
   }
@@ -44,7 +50,7 @@ const plugin: FastifyPluginAsync<FastifyTritonShmOptions & LogOptions> = async (
     await closeGrpc()
     registry.close()
   })
-  await app.register(sharedMemoryRoutes, { prefix, logLevel, logSerializers, api, openapi })
+  await app.register(sharedMemoryRoutes, { prefix, logLevel, logSerializers, api, restrictions, openapi })
 }
 
 export const fastifyTritonShm = fp(plugin, { fastify: '5.x', name: 'fastify-triton-shm' })

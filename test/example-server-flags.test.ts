@@ -39,7 +39,8 @@ const logged = (service: ServiceProcess, msg: string) => whenEvent(service, 'lin
 t.test('--model-control-mode=none: the index served, load and unload refused over HTTP and gRPC; the other options taken', async (t) => {
   const service = startServiceProcess(t, 256, { ALLOW_CLIENT_SHM: 'true' }, [
     '--model-control-mode=none', '--http-max-input-size', '2000', '--allow-client-shm=false',
-    '--http-restricted-api=shared-memory:x-shm-key=s3cret', '--model-repository=/models', '--metrics-config=histogram_latencies=true',
+    '--http-restricted-api=shared-memory:x-shm-key=s3cret', '--http-restricted-api=statistics,health:x-stats=1',
+    '--grpc-restricted-protocol=health:k=v', '--grpc-max-response-pool-size=1', '--model-repository=/models', '--metrics-config=histogram_latencies=true',
     '--metrics-config', 'counter_latencies=false', '--metrics-config=summary_latencies=true', '--metrics-config=summary_quantiles=0.1:0.0.1,0.75:0.01'
   ])
   const baseUrl = await service.baseUrl()
@@ -76,6 +77,16 @@ t.test('--model-control-mode=none: the index served, load and unload refused ove
   const key = makeObject(t, 64, 'flags')
   const register = await post(`${baseUrl}/v2/systemsharedmemory/region/r/register`, JSON.stringify({ key, byte_size: 64 }), { 'x-shm-key': 's3cret' })
   t.equal(register.status, 501, 'the option wins over its variable: client shared memory is off')
+
+  // Several --http-restricted-api groups, each with its header; --grpc-restricted-protocol restricts gRPC only.
+  const stats = await fetch(`${baseUrl}/v2/models/stats`)
+  t.same({ status: stats.status, body: await stats.text() }, { status: 403, body: JSON.stringify({ error: "This API is restricted, expecting header 'x-stats'" }) })
+  t.equal((await fetch(`${baseUrl}/v2/health/live`, { headers: { 'x-stats': '1' } })).status, 200, 'served with its group\'s header')
+  t.equal((await fetch(`${baseUrl}/v2/health/live`, { headers: { 'x-shm-key': 's3cret' } })).status, 403, 'not with another group\'s')
+  t.match(await grpc.fail('ServerLive'), { code: 14, details: "This protocol is restricted, expecting header 'triton-grpc-protocol-k'" })
+  t.same(await grpc.call('ServerLive', {}, { 'triton-grpc-protocol-k': 'v' }), { live: true }, 'gRPC health with its key')
+  t.ok(await grpc.call('ModelStatistics', { name: 'simple' }), 'gRPC statistics: the HTTP option restricts HTTP only')
+  t.same(await grpc.call('SystemSharedMemoryStatus', {}), { regions: {} }, 'gRPC shared memory: the HTTP option restricts HTTP only')
 })
 
 t.test('--model-control-mode=explicit --load-model=simple: only simple loaded at startup, the others on request; endpoints switched off', async (t) => {

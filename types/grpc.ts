@@ -6,6 +6,7 @@
  * numbers. ModelInferRequest is the package's own decoder's (`inferenceService()`): its shape
  * dimensions are numbers and its typed contents typed arrays, never an object per element.
  */
+import type { RestrictionGroup } from './index'
 import type { BytesElements } from './kserve'
 
 export type ParameterChoice = 'bool_param' | 'int64_param' | 'string_param' | 'double_param' | 'uint64_param'
@@ -107,6 +108,11 @@ export interface SharedMemoryServiceOptions {
   /** Serve the shared memory RPCs only to calls whose metadata carries this header with this
    * value (else UNAVAILABLE, as Triton's `--grpc-restricted-protocol`). */
   restrictedApi?: { header: string, value: string }
+  /** Triton's `--grpc-restricted-protocol`: the RPCs of each group's categories served only to
+   * calls whose metadata carries its key with its value (else UNAVAILABLE). Triton's clients send
+   * `triton-grpc-protocol-<key>`: give that whole name. A category in two groups, or an unknown
+   * one, is refused with Triton's text (`restrictedApi` is the `shared-memory` category). */
+  restrictedProtocols?: RestrictionGroup[]
   /** Whose memory a client may register: `peer` (default), `local` or `any`, as the plugin's
    * option of the same name. */
   clientShmAccess?: 'peer' | 'local' | 'any'

@@ -199,3 +199,16 @@ export type * from './ensembles'
 export type * from './kserve'
 export type * from './models'
 export type * from './sequences'
+
+/** The groups of endpoints Triton restricts (`--http-restricted-api`, `--grpc-restricted-protocol`). */
+export type RestrictedCategory =
+  | 'health' | 'metadata' | 'inference' | 'shared-memory' | 'model-config' | 'model-repository' | 'statistics' | 'trace' | 'logging'
+
+/** One group of restricted categories: a call to any of them must carry `header` (gRPC: the metadata
+ * key) with `value`, else it is refused (HTTP 403, gRPC UNAVAILABLE), as Triton's
+ * `<categories>:<header>=<value>`. A category may be in one group only. */
+export interface RestrictionGroup {
+  categories: RestrictedCategory[]
+  header: string
+  value: string
+}

@@ -20,6 +20,7 @@ import type { ConnectionInfo } from '@grpc/grpc-js/build/src/server-interceptors
 import { DEFAULT_INFER_LIMITS } from '../kserve/infer-limits'
 import { ModelTable } from '../models/model-table'
 import type { SharedMemoryApi } from '../registry/shared-memory-api'
+import type { RestrictedFeatures } from '../util/restricted-features'
 import { callTracker } from './call-tracker'
 import { connectionInterceptor } from './connection-interceptor'
 import { inferenceServiceOver } from './inference-service'
@@ -55,6 +56,8 @@ export interface GrpcListener {
 
 export interface GrpcListenerContext {
   api: SharedMemoryApi
+  /** The restricted categories: the options' `restrictedProtocols`, with the plugin's `restrictedApi`. */
+  restrictions?: RestrictedFeatures
   /** Failed calls are logged at error, connections dropped for a stalled answer at warn. */
   log: ErrorLogger & { warn(object: object, message: string): void }
 }
@@ -63,14 +66,14 @@ const endsOf = ({ remoteAddress, remotePort, localAddress, localPort }: Partial<
   `${remoteAddress} ${remotePort} ${localAddress} ${localPort}`
 
 /** Starts the listener; rejects (e.g. the port is taken) with the error of its bind. */
-export async function listenGrpc (options: GrpcListenerOptions, { api, log }: GrpcListenerContext): Promise<GrpcListener> {
+export async function listenGrpc (options: GrpcListenerOptions, { api, restrictions, log }: GrpcListenerContext): Promise<GrpcListener> {
   const grpc = grpcJs()
   const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, models = new ModelTable([]), server: metadata, limits } = options
   const { sendTimeoutMs } = { ...DEFAULT_INFER_LIMITS, ...limits }
   const maxMessageBytes = options.maxMessageBytes ?? defaultMaxMessageBytes(api.registry.inFlight.maxBytes)
   const sockets = new Map<string, net.Socket>()
   const streams = new OpenStreams()
-  const handlers = inferenceServiceOver(api, { models, limits, log, streams, server: metadata ?? { name: 'fastify-triton-shm', version: '' } })
+  const handlers = inferenceServiceOver(api, { models, limits, log, streams, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restrictions)
   const tracker = callTracker({
     sendTimeoutMs,
     socketOf: (connection) => sockets.get(endsOf(connection)),

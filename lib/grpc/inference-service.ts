@@ -3,16 +3,18 @@
  * model table the HTTP routes serve: health, server and model metadata, configuration, statistics,
  * ModelInfer, ModelStreamInfer and the shared memory RPCs. RPCs not listed answer UNIMPLEMENTED (grpc-js does).
  */
-import type { ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
-import type { SystemSharedMemoryRegistry } from '../../types'
+import type { handleUnaryCall, ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
+import type { RestrictedCategory, SystemSharedMemoryRegistry } from '../../types'
 import type { InferLimits } from '../../types/kserve'
 import type { SharedMemoryServiceOptions } from '../../types/grpc'
 import type { ModelTable } from '../models/model-table'
 import { serverMetadata } from '../models/server-metadata'
 import { SharedMemoryApi } from '../registry/shared-memory-api'
+import { RestrictedFeatures, restrictionGroups } from '../util/restricted-features'
 import { modelInferHandler } from './model-infer-handler'
 import { modelStreamInferHandler, type OpenStreams } from './model-stream-infer'
 import { repositoryHandlers } from './repository-service'
+import { restrictedStream, restrictedUnary } from './restricted-calls'
 import { sharedMemoryHandlers } from './shared-memory-service'
 import type { ErrorLogger } from './status'
 import { unary } from './unary'
@@ -38,29 +40,38 @@ interface ModelRequest { name: string, version: string }
 /** Empty means "not given" in proto3. */
 const given = (value: string) => value === '' ? undefined : value
 
-/** The handlers over `api` (the plugin's, shared with its HTTP routes) and the model table. */
-export function inferenceServiceOver (api: SharedMemoryApi, { models, server, limits, log, streams }: ModelServiceOptions): UntypedServiceImplementation {
-  const rpc = <Request, Response>(answer: (request: Request) => Response) =>
-    unary((call: ServerUnaryCall<Request, Response>) => answer(call.request), log)
+/** The handlers over `api` (the plugin's, shared with its HTTP routes) and the model table, each
+ * refusing calls its category's restriction refuses (Triton's `--grpc-restricted-protocol`). */
+export function inferenceServiceOver (api: SharedMemoryApi, { models, server, limits, log, streams }: ModelServiceOptions,
+  restrictions = new RestrictedFeatures([], 'grpc', 'inferenceServiceOver')): UntypedServiceImplementation {
+  const restricted = <Request, Response>(category: RestrictedCategory, handler: handleUnaryCall<Request, Response>) =>
+    restrictedUnary(restrictions, category, handler, log)
+  const rpc = <Request, Response>(category: RestrictedCategory, answer: (request: Request) => Response) =>
+    restricted(category, unary((call: ServerUnaryCall<Request, Response>) => answer(call.request), log))
   // With a shared registry, statistics and the repository's state are the whole service's.
   models.serveWith(api.registry)
+  const repository = models.servesRepository
+    ? Object.fromEntries(Object.entries(repositoryHandlers(models, log)).map(([name, handler]) =>
+      [name, restricted('model-repository', handler as handleUnaryCall<unknown, unknown>)]))
+    : {}
   return {
-    ServerLive: rpc(() => ({ live: true })),
-    ServerReady: rpc(() => ({ ready: models.isReady() })),
-    ModelReady: rpc(({ name, version }: ModelRequest) => ({ ready: models.isModelReady(name, given(version)) })),
-    ServerMetadata: rpc(() => serverMetadata(server.name, server.version, { repository: models.servesRepository })),
-    ModelMetadata: rpc(({ name, version }: ModelRequest) => models.metadata(name, given(version))),
-    ModelConfig: rpc(({ name, version }: ModelRequest) => ({ config: models.config(name, given(version)) })),
-    ModelStatistics: rpc(({ name, version }: ModelRequest) => models.statistics(given(name), given(version))),
-    ModelInfer: modelInferHandler({ registry: api.registry, models, limits, log }),
-    ModelStreamInfer: modelStreamInferHandler({ registry: api.registry, models, limits, log, streams }),
-    ...sharedMemoryHandlers(api, log),
-    ...(models.servesRepository && repositoryHandlers(models, log))
+    ServerLive: rpc('health', () => ({ live: true })),
+    ServerReady: rpc('health', () => ({ ready: models.isReady() })),
+    ModelReady: rpc('health', ({ name, version }: ModelRequest) => ({ ready: models.isModelReady(name, given(version)) })),
+    ServerMetadata: rpc('metadata', () => serverMetadata(server.name, server.version, { repository: models.servesRepository })),
+    ModelMetadata: rpc('metadata', ({ name, version }: ModelRequest) => models.metadata(name, given(version))),
+    ModelConfig: rpc('model-config', ({ name, version }: ModelRequest) => ({ config: models.config(name, given(version)) })),
+    ModelStatistics: rpc('statistics', ({ name, version }: ModelRequest) => models.statistics(given(name), given(version))),
+    ModelInfer: restricted('inference', modelInferHandler({ registry: api.registry, models, limits, log })),
+    ModelStreamInfer: restrictedStream(restrictions, 'inference', modelStreamInferHandler({ registry: api.registry, models, limits, log, streams }), log),
+    ...sharedMemoryHandlers(api, log, restrictions),
+    ...repository
   }
 }
 
 /** The handlers of `GRPCInferenceService`, for a host's own grpc-js server. */
 export function inferenceServiceHandlers (options: InferenceServiceOptions): UntypedServiceImplementation {
-  const { registry, allowClientShm, restrictedApi, clientShmAccess } = options
-  return inferenceServiceOver(new SharedMemoryApi(registry, { allowClientShm, restrictedApi, clientShmAccess }), options)
+  const { registry, allowClientShm, restrictedApi, restrictedProtocols, clientShmAccess } = options
+  const restrictions = new RestrictedFeatures(restrictionGroups(restrictedProtocols, restrictedApi), 'grpc', 'inferenceServiceHandlers')
+  return inferenceServiceOver(new SharedMemoryApi(registry, { allowClientShm, clientShmAccess }), options, restrictions)
 }

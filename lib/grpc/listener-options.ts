@@ -1,8 +1,10 @@
 /** The options of the plugin's gRPC listener (the plugin's `grpc` option), and their schema. */
 import { inferLimitsSchema } from '../kserve/infer-limits'
+import type { RestrictionGroup } from '../../types'
 import type { InferLimits } from '../../types/kserve'
 import { ModelTable } from '../models/model-table'
 import { positiveInteger } from '../util/options-validator'
+import { restrictionGroupsSchema } from '../util/restricted-features'
 
 /** The plugin's gRPC listener (`grpc` option): KServe V2 over gRPC on the plugin's registry. */
 export interface GrpcListenerOptions {
@@ -23,6 +25,11 @@ export interface GrpcListenerOptions {
    * at most 2^31-1, Triton's fixed limit: one request of that size fits in flight with its answer.
    */
   maxMessageBytes?: number
+  /** Triton's `--grpc-restricted-protocol`: the RPCs of these categories served only to calls whose
+   * metadata carries their group's key (as given: Triton's clients send `triton-grpc-protocol-<key>`)
+   * with its value, else UNAVAILABLE. An unknown category, or one in two groups (or here and in
+   * the plugin's `restrictedApi`), fails the registration with Triton's text. */
+  restrictedProtocols?: RestrictionGroup[]
 }
 
 export const grpcListenerSchema = {
@@ -39,6 +46,7 @@ export const grpcListenerSchema = {
       properties: { name: { type: 'string' }, version: { type: 'string' } }
     },
     limits: inferLimitsSchema,
-    maxMessageBytes: { ...positiveInteger, maximum: 2 ** 31 - 1 }
+    maxMessageBytes: { ...positiveInteger, maximum: 2 ** 31 - 1 },
+    restrictedProtocols: restrictionGroupsSchema
   }
 } as const

@@ -9,7 +9,9 @@ import type {
   CudaSharedMemoryStatusResponse, SharedMemoryServiceOptions, SystemSharedMemoryRegisterRequest, SystemSharedMemoryStatusResponse
 } from '../../types/grpc'
 import { type ApiCaller, type Memory, type Operation, SharedMemoryApi } from '../registry/shared-memory-api'
+import { RestrictedFeatures, restrictionGroups } from '../util/restricted-features'
 import { connectionOf } from './connection-interceptor'
+import { metadataValue } from './restricted-calls'
 import type { ErrorLogger } from './status'
 import { unary } from './unary'
 
@@ -20,10 +22,7 @@ interface NamedRequest { name: string }
 function callerOf (call: ServerUnaryCall<unknown, unknown>): ApiCaller {
   return {
     transport: 'grpc',
-    header: (name) => {
-      const [sent] = call.metadata.get(name)
-      return typeof sent === 'string' ? sent : undefined
-    },
+    header: (name) => metadataValue(call.metadata, name),
     connection: () => {
       const addresses = connectionOf(call)
       return addresses === undefined ? undefined : { addresses }
@@ -41,7 +40,8 @@ const statusMessage = (regions: SharedMemoryRegionStatus[]): SystemSharedMemoryS
 /**
  * The shared memory RPCs over `api`. Failed calls without a status of this package are logged to `log`.
  */
-export function sharedMemoryHandlers (api: SharedMemoryApi, log?: ErrorLogger): UntypedServiceImplementation {
+export function sharedMemoryHandlers (api: SharedMemoryApi, log?: ErrorLogger,
+  restrictions = new RestrictedFeatures([], 'grpc', 'sharedMemoryService')): UntypedServiceImplementation {
   /** A unary handler answering `answer(request, caller)` once the call passed the core's gates;
    * `refused` hears of every refusal, the gates' included. */
   const rpc = <Request, Response>(memory: Memory, operation: Operation, answer: (request: Request, caller: ApiCaller) => Response,
@@ -49,6 +49,7 @@ export function sharedMemoryHandlers (api: SharedMemoryApi, log?: ErrorLogger): 
       unary((call: ServerUnaryCall<Request, Response>) => {
         const caller = callerOf(call)
         try {
+          restrictions.check('shared-memory', caller.header)
           api.checkAccess(caller)
           api.checkEnabled(memory, operation)
           return answer(call.request, caller)
@@ -93,6 +94,7 @@ export function sharedMemoryHandlers (api: SharedMemoryApi, log?: ErrorLogger): 
  */
 export function sharedMemoryService (registry: SystemSharedMemoryRegistry, options: SharedMemoryServiceOptions = {},
   log?: ErrorLogger): UntypedServiceImplementation {
-  const { allowClientShm, restrictedApi, clientShmAccess } = options
-  return sharedMemoryHandlers(new SharedMemoryApi(registry, { allowClientShm, restrictedApi, clientShmAccess }), log)
+  const { allowClientShm, restrictedApi, restrictedProtocols, clientShmAccess } = options
+  const restrictions = new RestrictedFeatures(restrictionGroups(restrictedProtocols, restrictedApi), 'grpc', 'sharedMemoryService')
+  return sharedMemoryHandlers(new SharedMemoryApi(registry, { allowClientShm, clientShmAccess }), log, restrictions)
 }

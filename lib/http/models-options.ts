@@ -3,6 +3,7 @@
  * `app.ready()` with a message naming the option.
  */
 import type { FastifyRequest } from 'fastify'
+import type { RestrictionGroup } from '../../types'
 import type { InferLimits } from '../../types/kserve'
 import * as errors from '../errors'
 import type { InferRequest } from '../kserve/infer-request'
@@ -10,6 +11,7 @@ import { inferLimitsSchema } from '../kserve/infer-limits'
 import { ModelTable } from '../models/model-table'
 import { DEFAULT_DECORATOR } from './decorator'
 import { describeOptionProblem, positiveInteger, validatorOf } from '../util/options-validator'
+import { RestrictedFeatures, restrictionGroupsSchema } from '../util/restricted-features'
 
 /** How the model endpoints appear in a host's OpenAPI document (@fastify/swagger). */
 export interface KServeModelsOpenApiOptions {
@@ -42,6 +44,11 @@ export interface KServeModelsOptions {
    * admission control or tracing. Its time counts as `queue` in the statistics; a throw fails the request. */
   beforeRun?: (request: FastifyRequest, infer: InferRequest) => void | Promise<void>
   openapi?: KServeModelsOpenApiOptions
+  /** Triton's `--http-restricted-api`: the endpoints of each group's categories (`health`,
+   * `metadata`, `inference`, `model-config`, `statistics`, `model-repository` here) served only to
+   * requests that carry its header with its value, else 403. Every category Triton has is
+   * accepted; an unknown one, or one in two groups, fails the registration with Triton's text. */
+  restrictedApis?: RestrictionGroup[]
 }
 
 /** The options of `kserveModels`, as the validator checks them (the README's table lists each). */
@@ -58,6 +65,7 @@ export const modelsOptionsSchema = {
     jsonLimit: positiveInteger,
     limits: inferLimitsSchema,
     beforeRun: { isFunction: true },
+    restrictedApis: restrictionGroupsSchema,
     openapi: {
       type: 'object',
       additionalProperties: false,
@@ -82,6 +90,6 @@ export const MODELS_PLUGIN = 'fastify-triton-shm models'
 export function checkModelsOptions (options: KServeModelsOptions) {
   const problem = problemOf(options)
   if (problem !== undefined) throw errors.invalidOption(MODELS_PLUGIN, describeOptionProblem(problem))
-  const { name = 'fastify-triton-shm', version = '', decorator = DEFAULT_DECORATOR, openapi = {}, ...rest } = options
-  return { ...rest, name, version, decorator, openapi }
+  const { name = 'fastify-triton-shm', version = '', decorator = DEFAULT_DECORATOR, openapi = {}, restrictedApis = [], ...rest } = options
+  return { ...rest, name, version, decorator, openapi, restrictions: new RestrictedFeatures(restrictedApis, 'http', MODELS_PLUGIN) }
 }

@@ -6,7 +6,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify'
 import fp from 'fastify-plugin'
-import type { SystemSharedMemoryRegistry } from '../../types'
+import type { RestrictedCategory, SystemSharedMemoryRegistry } from '../../types'
 import * as errors from '../errors'
 import { serverMetadata } from '../models/server-metadata'
 import { kserveErrorHandler } from './error-handler'
@@ -15,6 +15,7 @@ import { inferResponse, readInferRequest } from './infer-exchange'
 import { type ModelRoute, modelSchemas } from './model-schemas'
 import { checkModelsOptions, type KServeModelsOptions, MODELS_PLUGIN } from './models-options'
 import { repositoryRoutes } from './repository-routes'
+import { restrictedHook } from './restricted-hook'
 
 type ModelRequest = FastifyRequest<{ Params: { model: string, version?: string } }>
 type ModelHandler = (request: ModelRequest, reply: FastifyReply) => Promise<unknown>
@@ -23,7 +24,7 @@ type ModelHandler = (request: ModelRequest, reply: FastifyReply) => Promise<unkn
 const empty = (reply: FastifyReply, ready: boolean) => reply.code(ready ? 200 : 400).send()
 
 async function models (app: FastifyInstance, options: KServeModelsOptions) {
-  const { models: table, name, version, decorator, bodyLimit, jsonLimit, limits, beforeRun, openapi } = checkModelsOptions(options)
+  const { models: table, name, version, decorator, bodyLimit, jsonLimit, limits, beforeRun, openapi, restrictions } = checkModelsOptions(options)
   if (!app.hasDecorator(decorator)) throw errors.noRegistry(MODELS_PLUGIN, decorator)
   const registry = (app as unknown as Record<string, SystemSharedMemoryRegistry>)[decorator]
   // With a shared registry, statistics and the repository's state are the whole service's.
@@ -39,13 +40,19 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
   // What sequences hold (a model's state, leases it kept) is let go with the server.
   app.addHook('onClose', async () => table.endSequences())
 
-  const route = (url: string, of: ModelRoute, handler: ModelHandler, method: 'GET' | 'POST' = 'GET') =>
-    app.route({ method, url, schema: schemas[of][url.includes(':version') ? 'modelVersion' : 'model'], handler: handler as RouteHandlerMethod })
+  const route = (url: string, of: ModelRoute, category: RestrictedCategory, handler: ModelHandler, method: 'GET' | 'POST' = 'GET') =>
+    app.route({
+      method,
+      url,
+      schema: schemas[of][url.includes(':version') ? 'modelVersion' : 'model'],
+      ...(restrictions.isRestricted(category) && { preParsing: restrictedHook(restrictions, () => category) }),
+      handler: handler as RouteHandlerMethod
+    })
   const metadata = serverMetadata(name, version, { repository: table.servesRepository })
-  route('/v2', 'serverMetadata', async () => metadata)
-  route('/v2/health/live', 'serverLive', async (_request, reply) => empty(reply, true))
-  route('/v2/health/ready', 'serverReady', async (_request, reply) => empty(reply, table.isReady()))
-  route('/v2/models/stats', 'allModelStatistics', async () => table.statistics())
+  route('/v2', 'serverMetadata', 'metadata', async () => metadata)
+  route('/v2/health/live', 'serverLive', 'health', async (_request, reply) => empty(reply, true))
+  route('/v2/health/ready', 'serverReady', 'health', async (_request, reply) => empty(reply, table.isReady()))
+  route('/v2/models/stats', 'allModelStatistics', 'statistics', async () => table.statistics())
 
   const infer = async (request: ModelRequest, reply: FastifyReply) => {
     const { model, version } = request.params
@@ -56,13 +63,13 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
     })
   }
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
-    route(base, 'modelMetadata', async ({ params }: ModelRequest) => table.metadata(params.model, params.version))
-    route(`${base}/ready`, 'modelReady', async ({ params }: ModelRequest, reply) => empty(reply, table.isModelReady(params.model, params.version)))
-    route(`${base}/config`, 'modelConfig', async ({ params }: ModelRequest) => table.config(params.model, params.version))
-    route(`${base}/stats`, 'modelStatistics', async ({ params }: ModelRequest) => table.statistics(params.model, params.version))
-    route(`${base}/infer`, 'modelInfer', infer, 'POST')
+    route(base, 'modelMetadata', 'metadata', async ({ params }: ModelRequest) => table.metadata(params.model, params.version))
+    route(`${base}/ready`, 'modelReady', 'health', async ({ params }: ModelRequest, reply) => empty(reply, table.isModelReady(params.model, params.version)))
+    route(`${base}/config`, 'modelConfig', 'model-config', async ({ params }: ModelRequest) => table.config(params.model, params.version))
+    route(`${base}/stats`, 'modelStatistics', 'statistics', async ({ params }: ModelRequest) => table.statistics(params.model, params.version))
+    route(`${base}/infer`, 'modelInfer', 'inference', infer, 'POST')
   }
-  if (table.servesRepository) await app.register(repositoryRoutes, { models: table, bodyLimit, openapi })
+  if (table.servesRepository) await app.register(repositoryRoutes, { models: table, bodyLimit, openapi, restrictions })
 }
 
 /**

@@ -10,8 +10,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { ModelLoadOverrides } from '../../types/models'
 import * as errors from '../errors'
 import type { ModelTable } from '../models/model-table'
+import type { RestrictedFeatures } from '../util/restricted-features'
 import { repositorySchemas } from './repository-schemas'
 import type { KServeModelsOpenApiOptions } from './models-options'
+import { restrictedHook } from './restricted-hook'
 
 type JsonObject = Record<string, unknown>
 
@@ -64,9 +66,12 @@ export interface RepositoryRoutesOptions {
   models: ModelTable
   bodyLimit?: number
   openapi: KServeModelsOpenApiOptions
+  /** The routes are the `model-repository` category. */
+  restrictions: RestrictedFeatures
 }
 
-export async function repositoryRoutes (app: FastifyInstance, { models, bodyLimit, openapi }: RepositoryRoutesOptions) {
+export async function repositoryRoutes (app: FastifyInstance, { models, bodyLimit, openapi, restrictions }: RepositoryRoutesOptions) {
+  if (restrictions.isRestricted('model-repository')) app.addHook('preParsing', restrictedHook(restrictions, () => 'model-repository'))
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, parseBody)
   const schemas = repositorySchemas(openapi)

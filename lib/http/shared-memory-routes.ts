@@ -8,11 +8,15 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods, prePar
 import type { OpenApiOptions, SystemSharedMemoryRegistry } from '../../types'
 import * as errors from '../errors'
 import type { ApiCaller, Memory, SharedMemoryApi } from '../registry/shared-memory-api'
+import type { RestrictedFeatures } from '../util/restricted-features'
 import { kserveErrorHandler } from './error-handler'
+import { restrictedHook } from './restricted-hook'
 import { type ApiSchemas, cudaSchemas, HIDDEN, type RouteSchema, systemSchemas } from './shared-memory-schemas'
 
 export interface RoutesOptions {
   api: SharedMemoryApi
+  /** The plugin's `restrictedApis`: the routes are the `shared-memory` category. */
+  restrictions: RestrictedFeatures
   openapi: OpenApiOptions
 }
 
@@ -205,7 +209,7 @@ async function refuseUnknownPath (request: FastifyRequest<{ Params: { '*': strin
   throw REGION_PATH.test(request.params['*']) ? errors.regionNameTooLong() : errors.routeNotFound()
 }
 
-export async function sharedMemoryRoutes (app: FastifyInstance, { api, openapi }: RoutesOptions) {
+export async function sharedMemoryRoutes (app: FastifyInstance, { api, restrictions, openapi }: RoutesOptions) {
   // The routes check what they read themselves (the core's rules): the schemas document them.
   app.setValidatorCompiler(() => () => true)
   app.setSerializerCompiler(sendAsJson)
@@ -219,6 +223,7 @@ export async function sharedMemoryRoutes (app: FastifyInstance, { api, openapi }
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, keepBodyText)
   // The restricted API before every other gate, yet after the host's route hooks (see mountApi).
+  app.addHook('preParsing', restrictedHook(restrictions, () => 'shared-memory'))
   app.addHook('preParsing', async (request) => api.checkAccess(callerOf(request)))
   mountApi(app, api, 'system', documented(systemSchemas, openapi, openapi.systemTags))
   mountApi(app, api, 'cuda', documented(cudaSchemas, openapi, openapi.cudaTags))

@@ -7,12 +7,9 @@
  */
 import type { RegistryLogger, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../../types'
 import * as errors from '../errors'
-import { carriesSecret } from '../util/constant-time'
+import { HEADER_NAME, RestrictedFeatures, restrictionGroups } from '../util/restricted-features'
 import { type CallerConnection, type ClientShmAccess, PeerPolicy } from './peer-policy'
 import { regionSourceOf } from './register-fields'
-
-/** RFC 9110 token: the characters a header name (or gRPC metadata key) may hold. */
-export const HEADER_NAME = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$'
 
 /** The schema of the `restrictedApi` option. */
 export const restrictedApiSchema = {
@@ -55,7 +52,8 @@ export type Operation = 'status' | 'register' | 'unregister'
 export class SharedMemoryApi {
   readonly registry: SystemSharedMemoryRegistry
   readonly #allowClientShm: boolean
-  readonly #restricted: { header: string, expected: Buffer } | undefined
+  /** `restrictedApi`, in each transport's words. */
+  readonly #restricted: Record<ApiCaller['transport'], RestrictedFeatures>
   readonly #peers: PeerPolicy
   readonly #log: RegistryLogger | undefined
   /** Refusals the registry logged itself. */
@@ -67,16 +65,13 @@ export class SharedMemoryApi {
     this.#allowClientShm = allowClientShm
     this.#peers = new PeerPolicy(clientShmAccess)
     this.#log = log
-    this.#restricted = restrictedApi === undefined
-      ? undefined
-      : { header: restrictedApi.header, expected: Buffer.from(restrictedApi.value) }
+    const groups = restrictionGroups([], restrictedApi)
+    this.#restricted = { http: new RestrictedFeatures(groups, 'http', 'SharedMemoryApi'), grpc: new RestrictedFeatures(groups, 'grpc', 'SharedMemoryApi') }
   }
 
   /** The restricted API, checked before everything else: throws unless the caller carries its header. */
   checkAccess (caller: ApiCaller): void {
-    const restricted = this.#restricted
-    if (restricted === undefined || carriesSecret(caller.header(restricted.header.toLowerCase()), restricted.expected)) return
-    throw caller.transport === 'grpc' ? errors.restrictedProtocol(restricted.header) : errors.restrictedApi(restricted.header)
+    this.#restricted[caller.transport].check('shared-memory', (name) => caller.header(name))
   }
 
   /**

@@ -2,8 +2,10 @@ import Fastify from 'fastify'
 import { describe, expect, test } from 'tstyche'
 import fastifyTritonShm, {
   fastifyTritonShm as named, type FastifyTritonShmOptions, type ErrorKind, type Lease, Registry, TritonError,
-  type SharedMemoryRegionStatus, type SystemSharedMemoryRegistry, tritonMetrics, tritonMetricsPlugin
+  type SharedMemoryRegionStatus, type SystemSharedMemoryRegistry, kserveModels, ModelTable, type RestrictedCategory, type RestrictionGroup,
+  tritonMetrics, tritonMetricsPlugin
 } from '../../lib/index'
+import { inferenceServiceHandlers, sharedMemoryService } from '../../lib/grpc'
 
 const app = Fastify()
 
@@ -37,6 +39,30 @@ describe('the plugin', () => {
 
   test('options are a named type', () => {
     expect<FastifyTritonShmOptions>().type.toBeAssignableFrom({ prefix: '/triton' })
+  })
+})
+
+describe('restricted categories', () => {
+  const groups: RestrictionGroup[] = [{ categories: ['model-repository'], header: 'admin-key', value: 'admin-value' }]
+
+  test('are Triton\'s categories', () => {
+    expect<RestrictedCategory>().type.toBe<
+      'health' | 'metadata' | 'inference' | 'shared-memory' | 'model-config' | 'model-repository' | 'statistics' | 'trace' | 'logging'
+    >()
+    expect<RestrictionGroup>().type.not.toBeAssignableFrom({ categories: ['model-reposit'], header: 'k', value: 'v' })
+    expect<RestrictionGroup>().type.not.toBeAssignableFrom({ categories: ['health'], header: 'k' })
+  })
+
+  test('groups are options of the plugin, its gRPC listener, kserveModels and the gRPC services', () => {
+    expect(app.register(fastifyTritonShm, { restrictedApis: groups, grpc: { port: 0, restrictedProtocols: groups } })).type.not.toRaiseError()
+    expect(app.register(kserveModels, { models: new ModelTable([]), restrictedApis: groups })).type.not.toRaiseError()
+    expect(inferenceServiceHandlers).type.toBeCallableWith({ registry: new Registry(), models: new ModelTable([]), server: { name: 'n', version: '' }, restrictedProtocols: groups })
+    expect(sharedMemoryService).type.toBeCallableWith(new Registry(), { restrictedProtocols: groups })
+  })
+
+  test('refuse what is not a group', () => {
+    expect(app.register(fastifyTritonShm, { restrictedApis: { categories: ['health'], header: 'k', value: 'v' } })).type.toRaiseError()
+    expect(app.register(kserveModels, { models: new ModelTable([]), restrictedApis: [{ categories: 'health', header: 'k', value: 'v' }] })).type.toRaiseError()
   })
 })
 
