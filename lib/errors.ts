@@ -134,6 +134,9 @@ export const peerUnknown = answered('ERR_SHM_PEER_UNKNOWN', 'denied', (name: str
 export const registryClosed = answered('ERR_SHM_REGISTRY_CLOSED', 'unavailable', (name: string) =>
   `cannot register shared memory region '${name}': the server is shutting down`)
 
+export const invalidCudaHandle = invalid('ERR_SHM_INVALID_CUDA_HANDLE', () =>
+  'failed to register shared memory region: invalid args')
+
 export const cudaNotSupported = invalid('ERR_SHM_CUDA_NOT_SUPPORTED', (name: string) =>
   `failed to register CUDA shared memory region: '${name}', GPUs not supported`)
 
