@@ -108,12 +108,34 @@ function jsonElementCount ({ datatype, shape }: InferInputWire): bigint | undefi
   return datatype === 'BYTES' || !hasJsonForm(datatype as Datatype) ? undefined : exactElementCount(shape)
 }
 
+const INT64_MAX = 2n ** 63n - 1n
+
+/**
+ * The size of an input sent as JSON `data`, as Triton's HTTP server checks it before it reads
+ * the data (its `GetElementCount`, then the byte size): dimensions it holds as int64_t, counted in
+ * order until one is 0, within int64_t, as the element count times the datatype's size is.
+ */
+function checkJsonSize ({ name, datatype, shape }: InferInputWire): void {
+  let count: bigint | undefined
+  for (const dim of shape.map(BigInt)) {
+    if (dim > INT64_MAX) throw errors.shapeInvalidDimensions(name, shape)
+    if (dim === 0n) return
+    if (count !== undefined && count > INT64_MAX / dim) throw errors.shapeElementCountOverflow(name, shape)
+    count = (count ?? 1n) * dim
+  }
+  const bytesPerElement = elementBytes(datatype as Datatype) ?? 1
+  if (count !== undefined && bytesPerElement > 1 && count > INT64_MAX / BigInt(bytesPerElement)) {
+    throw errors.inputByteSizeOverflow(name, count, bytesPerElement)
+  }
+}
+
 /**
  * The values of an input's JSON `data`, flat or nested, in order, checked as Triton's HTTP server
  * reads them: against the input's own shape (an element too many is refused as it is met, too few
  * at the end) and its nesting. Iterative, so a client's nesting never reaches the call stack.
  */
 function flatten (input: InferInputWire): unknown[] {
+  checkJsonSize(input)
   const count = jsonElementCount(input)
   const most = count === undefined || count > BigInt(Number.MAX_SAFE_INTEGER) ? Infinity : Number(count)
   const values: unknown[] = []
