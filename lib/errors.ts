@@ -463,6 +463,10 @@ export const modelVersionNotReady = answered('ERR_SHM_MODEL_NOT_READY', 'unavail
 export const loadUnknownModel = answered('ERR_SHM_LOAD_UNKNOWN_MODEL', 'internal', (model: string) =>
   `failed to load '${model}', failed to poll from model repository`)
 
+/** Triton's INTERNAL for a load's file it cannot write (a path component longer than NAME_MAX). */
+export const loadFileUnwritable = answered('ERR_SHM_LOAD_FILE_UNWRITABLE', 'internal', (model: string) =>
+  `failed to load '${model}', failed to poll from model repository`)
+
 /** Triton's INVALID_ARG for a name to load that is blank once its whitespace is trimmed. */
 export const modelNameEmpty = invalid('ERR_SHM_MODEL_NAME_EMPTY', () =>
   'Model name cannot be empty. Please enter a valid name to deploy.')
