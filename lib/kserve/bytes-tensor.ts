@@ -10,7 +10,8 @@ import { isUtf8 } from 'node:buffer'
 import type { BytesElements } from '../../types/kserve'
 import * as errors from '../errors'
 
-const LENGTH_BYTES = 4
+/** Each serialized element's length prefix: the least bytes an element takes. */
+export const LENGTH_BYTES = 4
 
 class SerializedBytesElements implements BytesElements {
   readonly length: number

@@ -3,9 +3,9 @@
  * body, or a registered shared memory region (a zero-copy view held by a lease).
  */
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
-import type { Datatype, InferInputWire, InferLimits, Tensor, TensorSpec } from '../../types/kserve'
+import type { BytesElements, Datatype, InferInputWire, InferLimits, Tensor, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
-import { bytesTensorFromJson, parseBytesTensor } from './bytes-tensor'
+import { bytesTensorFromJson, LENGTH_BYTES, parseBytesTensor } from './bytes-tensor'
 import { copiedOver, elementBytes, exactElementCount, hasJsonForm, typedArrayFromJson, typedArrayOver } from './datatypes'
 import { Parameters } from './infer-wire'
 
@@ -74,11 +74,26 @@ function sharedMemoryBytes (input: InferInputWire, parameters: Parameters, conte
   return lease.buffer
 }
 
-/** The element count of a BYTES tensor, refused before any element is read when over the limit. */
-function bytesElementCount (tensor: string, shape: number[], limits: Required<InferLimits>): number {
+/** A BYTES input's element offsets: 8 bytes an element, and one more. */
+const OFFSET_BYTES = 8
+
+/** The element count of a BYTES tensor, refused past the host's limit (none by default) before any
+ * element is read; its offsets are charged to the in-flight budget before they are allocated. */
+function bytesElementCount (tensor: string, shape: number[], context: InputContext): bigint {
   const count = exactElementCount(shape)
-  if (count > limits.maxBytesElements) throw errors.tooManyBytesElements(tensor, count, limits.maxBytesElements)
-  return Number(count)
+  const { maxBytesElements } = context.limits
+  if (count > maxBytesElements) throw errors.tooManyBytesElements(tensor, count, maxBytesElements)
+  return count
+}
+
+/** The elements of a BYTES input serialized in `bytes`: as each takes 4 bytes at least, a count
+ * past a quarter of them is refused before anything is allocated, so the offsets are at most
+ * twice the tensor's own bytes (and charged). */
+function bytesElementsOf (tensor: string, shape: number[], bytes: Uint8Array, context: InputContext): BytesElements {
+  const count = bytesElementCount(tensor, shape, context)
+  if (count > BigInt(bytes.byteLength) / BigInt(LENGTH_BYTES)) throw errors.malformedBytesTensor(tensor)
+  context.charge(OFFSET_BYTES * (Number(count) + 1))
+  return parseBytesTensor(tensor, bytes, Number(count))
 }
 
 /** The tensor's elements decoded from its raw bytes, checked against its shape. */
@@ -86,7 +101,7 @@ function fromBytes (input: InferInputWire, spec: TensorSpec, bytes: Uint8Array, 
   const bytesPerElement = elementBytes(spec.datatype)
   const tensor = { name: input.name, datatype: spec.datatype, shape: input.shape }
   if (bytesPerElement === undefined) {
-    return { ...tensor, data: parseBytesTensor(input.name, bytes, bytesElementCount(input.name, input.shape, context.limits)) }
+    return { ...tensor, data: bytesElementsOf(input.name, input.shape, bytes, context) }
   }
   const expected = exactElementCount(input.shape) * BigInt(bytesPerElement)
   if (BigInt(bytes.byteLength) !== expected) throw errors.inputByteSizeMismatch(input.name, context.model, expected, bytes.byteLength)
@@ -172,8 +187,9 @@ export function readJsonData (inputs: InferInputWire[]): Array<unknown[] | undef
 function fromJson (input: InferInputWire, spec: TensorSpec, values: unknown[], context: InputContext): Tensor {
   const tensor = { name: input.name, datatype: spec.datatype, shape: input.shape }
   if (spec.datatype !== 'BYTES') return { ...tensor, data: typedArrayFromJson(input.name, spec.datatype, values) }
-  const count = bytesElementCount(input.name, input.shape, context.limits)
-  if (values.length !== count) throw errors.inputElementCountMismatch(input.name, context.model, count, values.length)
+  const count = bytesElementCount(input.name, input.shape, context)
+  if (BigInt(values.length) !== count) throw errors.inputElementCountMismatch(input.name, context.model, count, values.length)
+  context.charge(OFFSET_BYTES * (values.length + 1))
   return { ...tensor, data: bytesTensorFromJson(input.name, values) }
 }
 
