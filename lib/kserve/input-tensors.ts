@@ -78,7 +78,7 @@ function sharedMemoryBytes (input: InferInputWire, parameters: Parameters, conte
 const OFFSET_BYTES = 8
 
 /** The element count of a BYTES tensor, refused past the host's limit (none by default) before any
- * element is read; its offsets are charged to the in-flight budget before they are allocated. */
+ * element is read. */
 function bytesElementCount (tensor: string, shape: number[], context: InputContext): bigint {
   const count = exactElementCount(shape)
   const { maxBytesElements } = context.limits
