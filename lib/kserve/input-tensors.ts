@@ -3,9 +3,9 @@
  * body, or a registered shared memory region (a zero-copy view held by a lease).
  */
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
-import type { BytesElements, Datatype, InferInputWire, InferLimits, Tensor, TensorSpec } from '../../types/kserve'
+import type { Datatype, InferInputWire, InferLimits, Tensor, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
-import { bytesTensorFromJson, LENGTH_BYTES, parseBytesTensor } from './bytes-tensor'
+import { bytesTensorFromJson, OFFSET_BYTES, parseBytesTensor } from './bytes-tensor'
 import { copiedOver, elementBytes, exactElementCount, hasJsonForm, typedArrayFromJson, typedArrayOver } from './datatypes'
 import { Parameters } from './infer-wire'
 
@@ -74,9 +74,6 @@ function sharedMemoryBytes (input: InferInputWire, parameters: Parameters, conte
   return lease.buffer
 }
 
-/** A BYTES input's element offsets: 8 bytes an element, and one more. */
-const OFFSET_BYTES = 8
-
 /** The element count of a BYTES tensor, refused past the host's limit (none by default) before any
  * element is read. */
 function bytesElementCount (tensor: string, shape: number[], context: InputContext): bigint {
@@ -86,22 +83,15 @@ function bytesElementCount (tensor: string, shape: number[], context: InputConte
   return count
 }
 
-/** The elements of a BYTES input serialized in `bytes`: as each takes 4 bytes at least, a count
- * past a quarter of them is refused before anything is allocated, so the offsets are at most
- * twice the tensor's own bytes (and charged). */
-function bytesElementsOf (tensor: string, shape: number[], bytes: Uint8Array, context: InputContext): BytesElements {
-  const count = bytesElementCount(tensor, shape, context)
-  if (count > BigInt(bytes.byteLength) / BigInt(LENGTH_BYTES)) throw errors.malformedBytesTensor(tensor)
-  context.charge(OFFSET_BYTES * (Number(count) + 1))
-  return parseBytesTensor(tensor, bytes, Number(count))
-}
-
 /** The tensor's elements decoded from its raw bytes, checked against its shape. */
 function fromBytes (input: InferInputWire, spec: TensorSpec, bytes: Uint8Array, context: InputContext): Tensor {
   const bytesPerElement = elementBytes(spec.datatype)
   const tensor = { name: input.name, datatype: spec.datatype, shape: input.shape }
   if (bytesPerElement === undefined) {
-    return { ...tensor, data: bytesElementsOf(input.name, input.shape, bytes, context) }
+    // Each element takes 4 bytes at least: a count past a quarter of them is refused before the
+    // offsets (at most twice the tensor's bytes) are charged and allocated.
+    const count = bytesElementCount(input.name, input.shape, context)
+    return { ...tensor, data: parseBytesTensor(input.name, bytes, Number(count), context.charge) }
   }
   const expected = exactElementCount(input.shape) * BigInt(bytesPerElement)
   if (BigInt(bytes.byteLength) !== expected) throw errors.inputByteSizeMismatch(input.name, context.model, expected, bytes.byteLength)
