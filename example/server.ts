@@ -22,7 +22,7 @@
 import cluster from 'node:cluster'
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, {
-  apiFrameworkErrors, type ClientShmAccess, type InferRequest, kserveErrorHandler, kserveModels, ModelTable, tritonMetricsPlugin
+  apiFrameworkErrors, type ClientShmAccess, DEFAULT_MAX_IN_FLIGHT_BYTES, type InferRequest, kserveErrorHandler, kserveModels, ModelTable, tritonMetricsPlugin
 } from '../lib/index'
 import type { ModelDeclaration, ModelRepositoryOptions, RestrictionGroup, SharedRegistryOptions } from '../lib/index'
 import { runPrimary, workerCount } from './cluster'
@@ -70,7 +70,8 @@ export interface ServerOptions {
   allowClientShm?: boolean
   /** Whose memory a client may register (the plugin's default: `peer`). */
   clientShmAccess?: ClientShmAccess
-  /** What all infer requests in flight may hold together (the plugin's default: 1 GiB). */
+  /** What all infer requests in flight may hold together (the plugin's default, 1 GiB, or, with a
+   * `jsonLimit` past 1/14 of it, enough for one JSON body of that size: 14 times it). */
   maxInFlightBytes?: number
   /** The model table's repository options: Triton's model control mode and the models loaded at
    * startup (default: explicit, every model loaded). */
@@ -110,6 +111,17 @@ async function listenMetrics (app: FastifyInstance, host: string, port: number):
   app.log.info({ port: (metricsApp.server.address() as { port: number }).port }, 'Triton metrics listening')
 }
 
+/** What one JSON body holds in flight, in times its text: the text itself, and parsed about 12
+ * times it (SECURITY.md), with room for its response. */
+const JSON_IN_FLIGHT_MULTIPLE = 14
+
+/** The in-flight budget: the option, else the plugin's default unless that would refuse every JSON
+ * body near `jsonLimit` (Triton's --http-max-input-size raised past 1/14 of it). */
+function maxInFlightBytesOf ({ maxInFlightBytes, jsonLimit }: ServerOptions): number | undefined {
+  if (maxInFlightBytes !== undefined || jsonLimit === undefined) return maxInFlightBytes
+  return Math.max(DEFAULT_MAX_IN_FLIGHT_BYTES, JSON_IN_FLIGHT_MULTIPLE * jsonLimit)
+}
+
 /** Triton's name: its clients' health and metadata examples check that the server says it. */
 const SERVER_NAME = 'triton'
 
@@ -127,6 +139,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   // KServe errors are `{"error": "<message>"}`.
   app.setErrorHandler(kserveErrorHandler)
   const models = options.models ?? await loadModels()
+  const maxInFlightBytes = maxInFlightBytesOf(options)
   // One table: HTTP and gRPC serve the same models, and the model repository extension.
   const table = new ModelTable([...models.values()].map((model) => declarationOf(model, options.modelDelayMs ?? 0)),
     { repository: options.repository ?? true, log: app.log, processStatistics: options.processStatistics ?? false })
@@ -134,7 +147,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   await app.register(fastifyTritonShm, {
     ...(options.allowClientShm !== undefined && { allowClientShm: options.allowClientShm }),
     ...(options.clientShmAccess !== undefined && { clientShmAccess: options.clientShmAccess }),
-    ...(options.maxInFlightBytes !== undefined && { maxInFlightBytes: options.maxInFlightBytes }),
+    ...(maxInFlightBytes !== undefined && { maxInFlightBytes }),
     ...(options.restrictedApi !== undefined && { restrictedApi: options.restrictedApi }),
     ...(options.restrictedApis !== undefined && { restrictedApis: options.restrictedApis }),
     ...(options.sharedRegistry !== undefined && { sharedRegistry: options.sharedRegistry }),

@@ -53,6 +53,12 @@ export type CodedError = Error & { readonly code: string }
 
 const table: Record<string, ErrorKind> = {}
 
+/** The largest size Triton counts in (an int64_t). */
+const INT64_MAX = 2n ** 63n - 1n
+
+/** A shape as Triton prints one, its dimensions exact (those above 2^53 as JSON gave them to JavaScript). */
+const shapeText = (shape: number[]) => `[${shape.map((dim) => BigInt(dim)).join(',')}]`
+
 function declare (code: string, kind: ErrorKind): string {
   table[code] = kind
   return code
@@ -133,6 +139,9 @@ export const peerUnknown = answered('ERR_SHM_PEER_UNKNOWN', 'denied', (name: str
 
 export const registryClosed = answered('ERR_SHM_REGISTRY_CLOSED', 'unavailable', (name: string) =>
   `cannot register shared memory region '${name}': the server is shutting down`)
+
+export const invalidCudaHandle = invalid('ERR_SHM_INVALID_CUDA_HANDLE', () =>
+  'failed to register shared memory region: invalid args')
 
 export const cudaNotSupported = invalid('ERR_SHM_CUDA_NOT_SUPPORTED', (name: string) =>
   `failed to register CUDA shared memory region: '${name}', GPUs not supported`)
@@ -342,6 +351,22 @@ export const inFlightTooLarge = invalid('ERR_SHM_IN_FLIGHT_TOO_LARGE', (needed: 
 export const invalidInferRequest = invalid('ERR_SHM_INVALID_INFER_REQUEST', (reason: string) =>
   `Unable to parse inference request: ${reason}`)
 
+// An input's shape in an HTTP request's JSON, as Triton's HTTP server reads it: a dimension that is
+// no unsigned integer is its JSON reader's failure (500), the others are checked for JSON data.
+
+export const shapeNotUnsigned = answered('ERR_SHM_SHAPE_NOT_UNSIGNED', 'internal', () =>
+  "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer")
+
+export const shapeInvalidDimensions = invalid('ERR_SHM_SHAPE_INVALID_DIMENSIONS', (input: string, shape: number[]) =>
+  `invalid shape for input '${input}': shape ${shapeText(shape)} contains one or more invalid dimensions`)
+
+export const shapeElementCountOverflow = invalid('ERR_SHM_SHAPE_ELEMENT_COUNT_OVERFLOW', (input: string, shape: number[]) =>
+  `invalid shape for input '${input}': shape ${shapeText(shape)} causes total element count to exceed maximum size of ${INT64_MAX}`)
+
+export const inputByteSizeOverflow = invalid('ERR_SHM_INPUT_BYTE_SIZE_OVERFLOW', (input: string, elements: bigint, elementBytes: number) =>
+  `byte size overflow for input '${input}': element count (${elements}) * data type size (${elementBytes}) ` +
+  `exceeds maximum allowed size (${INT64_MAX})`)
+
 // Triton's `--http-max-input-size`, the infer body parser's `jsonLimit`: Triton's texts name its flag.
 
 export const jsonRequestTooLarge = invalid('ERR_SHM_JSON_REQUEST_TOO_LARGE', (byteSize: number, maxBytes: number) =>
@@ -436,6 +461,10 @@ export const modelVersionNotReady = answered('ERR_SHM_MODEL_NOT_READY', 'unavail
 
 /** Triton's INTERNAL for a model its repository does not hold: here, one the table does not declare. */
 export const loadUnknownModel = answered('ERR_SHM_LOAD_UNKNOWN_MODEL', 'internal', (model: string) =>
+  `failed to load '${model}', failed to poll from model repository`)
+
+/** Triton's INTERNAL for a load's file it cannot write (a path component longer than NAME_MAX). */
+export const loadFileUnwritable = answered('ERR_SHM_LOAD_FILE_UNWRITABLE', 'internal', (model: string) =>
   `failed to load '${model}', failed to poll from model repository`)
 
 /** Triton's INVALID_ARG for a name to load that is blank once its whitespace is trimmed. */

@@ -159,3 +159,16 @@ t.test('example service: Triton\'s data compression clients, and its compressed 
   const over = await postBytes(port, inferUrl('simple'), { 'content-encoding': 'gzip' }, gzipSync(paddedJson(65 * MiB)))
   assertError(t, over, 400, `Decompressed data size exceeds the maximum allowed value of ${64 * MiB} bytes. Use --http-max-input-size to increase the limit.`)
 })
+
+t.test('example service: a raised JSON limit raises the in-flight budget to hold one body that size, unless it is given', async (t) => {
+  // 80 MiB of JSON holds 13 times it in flight once inflated and parsed: past the default 1 GiB.
+  const jsonLimit = 80 * MiB
+  const body = gzipSync(SIMPLE_REQUEST.slice(0, -1) + ' '.repeat(jsonLimit - SIMPLE_REQUEST.length - MiB) + '}')
+  const fixed = await listenLocally(t, await buildServer({ jsonLimit, maxInFlightBytes: 1024 ** 3 }))
+  const refused = await postBytes(fixed, inferUrl('simple'), { 'content-encoding': 'gzip' }, body)
+  assertError(t, refused, 400, /^this request needs \d+ bytes in flight, more than the server holds for all requests together \(1073741824\)/)
+  const derived = await listenLocally(t, await buildServer({ jsonLimit }))
+  const served = await postBytes(derived, inferUrl('simple'), { 'content-encoding': 'gzip' }, body)
+  t.equal(served.statusCode, 200, served.body.slice(0, 200))
+  t.same(JSON.parse(served.body).outputs[0].data, Array(16).fill(7))
+})

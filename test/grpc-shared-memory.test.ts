@@ -84,8 +84,13 @@ t.test('CUDA shared memory, as a server without GPUs', async (t) => {
   const refused = await client.fail('CudaSharedMemoryRegister', { name: 'gpu', raw_handle: Buffer.alloc(64), device_id: 0, byte_size: 64 })
   t.equal(refused.code, status.INVALID_ARGUMENT)
   t.equal(refused.details, "failed to register CUDA shared memory region: 'gpu', GPUs not supported")
-  const unnamed = await client.fail('CudaSharedMemoryRegister', { byte_size: 64 })
-  t.equal(unnamed.details, "'region name' is necessary to register cuda shared memory region")
+  const unnamed = await client.fail('CudaSharedMemoryRegister', { raw_handle: Buffer.alloc(64), byte_size: 64 })
+  t.equal(unnamed.details, "failed to register CUDA shared memory region: '', GPUs not supported", 'no name asked for, as Triton\'s gRPC face')
+  for (const rawHandle of [undefined, Buffer.alloc(0), Buffer.alloc(63), Buffer.alloc(65)]) {
+    const noHandle = await client.fail('CudaSharedMemoryRegister', { name: 'gpu', ...(rawHandle !== undefined && { raw_handle: rawHandle }), byte_size: 64 })
+    t.equal(noHandle.code, status.INVALID_ARGUMENT)
+    t.equal(noHandle.details, 'failed to register shared memory region: invalid args', `a handle of ${rawHandle?.length ?? 'no'} bytes: CUDA's refusal`)
+  }
   t.same(await client.call('CudaSharedMemoryUnregister', { name: 'gpu' }), {}, 'unregister is OK')
   t.same(await client.call('CudaSharedMemoryUnregister', {}), {}, 'unregister all is OK')
 })

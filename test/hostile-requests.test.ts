@@ -6,10 +6,10 @@
 import { request as httpRequest } from 'node:http'
 import { connect } from 'node:net'
 import { once } from 'node:events'
-import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { buildServer, type ServerOptions } from '../example/server'
-import { DEFAULT_INFER_LIMITS, elementCount, MappedRange, readBytesElements } from '../lib/index'
+import Fastify, { type FastifyInstance } from 'fastify'
+import { DEFAULT_INFER_LIMITS, elementCount, fastifyTritonShm, inferResponse, kserveErrorHandler, MappedRange, readBytesElements, readInferRequest, useInferBodyParser } from '../lib/index'
 import type { BytesElements } from '../types'
 import { assertError } from './helpers/http'
 import {
@@ -50,22 +50,52 @@ t.test('BYTES: the attack that exhausted the heap is refused at once by the exam
   t.equal((await fetch(`${baseUrl}/v2/health/live`)).status, 200, 'the service answers others')
 })
 
-t.test('BYTES: a huge element count is refused before any element is read, from shared memory or the body', async (t) => {
+t.test('BYTES: an element count past its bytes (4 an element) is refused before any element is read, from shared memory or the body', async (t) => {
   const { app } = await buildInferApp(t, [echoModel('m', ['BYTES'])])
-  const key = makeObject(t, 64 * MiB, 'bytes_limit')
-  await registerRegion(t, app, 'zeros', key, 64 * MiB)
-  const elements = 16 * MiB
-  const message = `tensor 'IN_BYTES' has ${elements} BYTES elements, more than the server's limit of ${DEFAULT_INFER_LIMITS.maxBytesElements}`
-  assertError(t, await infer(app, 'm', { inputs: [shmInput('IN_BYTES', 'BYTES', [elements], 'zeros', 64 * MiB)] }), 400, message)
+  const key = makeObject(t, 4 * MiB, 'bytes_count')
+  await registerRegion(t, app, 'zeros', key, 4 * MiB)
+  const elements = MiB + 1
+  const malformed = "BYTES data of tensor 'IN_BYTES' is malformed: each element must be a 4-byte little-endian length followed by that many bytes, filling the tensor exactly"
+  assertError(t, await infer(app, 'm', { inputs: [shmInput('IN_BYTES', 'BYTES', [elements], 'zeros', 4 * MiB)] }), 400, malformed)
+  assertError(t, await infer(app, 'm', { inputs: [shmInput('IN_BYTES', 'BYTES', [2 ** 60], 'zeros', 4 * MiB)] }), 400, malformed)
   const { payload, headers } = binaryBody({
     inputs: [{ name: 'IN_BYTES', datatype: 'BYTES', shape: [elements], parameters: { binary_data_size: 512 * 1024 } }]
   }, [Buffer.alloc(512 * 1024)])
-  assertError(t, await app.inject({ method: 'POST', url: '/v2/models/m/infer', payload, headers }), 400, message)
-  assertError(t, await infer(app, 'm', { inputs: [jsonInput('IN_BYTES', 'BYTES', [elements], [])] }), 400, message)
+  assertError(t, await app.inject({ method: 'POST', url: '/v2/models/m/infer', payload, headers }), 400, malformed)
+  assertError(t, await infer(app, 'm', { inputs: [jsonInput('IN_BYTES', 'BYTES', [elements], [])] }), 400,
+    `unexpected number of elements in 'data' for input 'IN_BYTES' for model 'm'. Expected ${elements}, got 0`)
   t.equal(app.systemSharedMemory.counters().liveLeases, 0, 'no lease kept')
-  const limit = DEFAULT_INFER_LIMITS.maxBytesElements
-  const atLimit = await infer(app, 'm', { inputs: [shmInput('IN_BYTES', 'BYTES', [limit], 'zeros', 4 * limit)] })
-  t.equal(atLimit.statusCode, 200, 'exactly the limit is served')
+  t.equal(DEFAULT_INFER_LIMITS.maxBytesElements, Infinity, 'no count limit by default, as Triton')
+  const filled = await infer(app, 'm', { inputs: [shmInput('IN_BYTES', 'BYTES', [elements - 1], 'zeros', 4 * MiB)] })
+  t.equal(filled.statusCode, 200, 'as many empty elements as the bytes hold are served')
+})
+
+t.test('BYTES: a host\'s maxBytesElements still refuses past it', async (t) => {
+  const { app } = await buildInferApp(t, [echoModel('m', ['BYTES'])], { limits: { maxBytesElements: 1024 } })
+  await registerRegion(t, app, 'zeros', makeObject(t, 8192, 'bytes_host_limit'), 8192)
+  assertError(t, await infer(app, 'm', { inputs: [shmInput('IN_BYTES', 'BYTES', [1025], 'zeros', 4100)] }), 400,
+    "tensor 'IN_BYTES' has 1025 BYTES elements, more than the server's limit of 1024")
+  t.equal((await infer(app, 'm', { inputs: [shmInput('IN_BYTES', 'BYTES', [1024], 'zeros', 4096)] })).statusCode, 200, 'at the limit')
+})
+
+t.test('BYTES: an input\'s element offsets (8 bytes an element) are charged to the in-flight budget before they are allocated', async (t) => {
+  // A model that reads its input and answers nothing: what is charged is the request's reading.
+  const app = Fastify()
+  t.teardown(() => app.close())
+  app.setErrorHandler(kserveErrorHandler)
+  await app.register(fastifyTritonShm, { maxInFlightBytes: MiB })
+  const signature = { name: 'n', inputs: [{ name: 'S', datatype: 'BYTES' as const, shape: [-1] }], outputs: [] }
+  await app.register(async (inference) => {
+    useInferBodyParser(inference, { inFlight: app.systemSharedMemory.inFlight })
+    inference.post('/v2/models/n/infer', async (request, reply) =>
+      inferResponse(readInferRequest(request, reply, { registry: app.systemSharedMemory, model: signature }), reply))
+  })
+  await registerRegion(t, app, 'zeros', makeObject(t, MiB, 'bytes_offsets'), MiB)
+  const request = (elements: number) => infer(app, 'n', { inputs: [shmInput('S', 'BYTES', [elements], 'zeros', 4 * elements)] })
+  const refused = await request(2 ** 17)
+  t.equal(refused.statusCode, 400, refused.body)
+  t.match(refused.json().error, /^this request needs \d+ bytes in flight, more than the server holds for all requests together \(1048576\)/)
+  t.equal((await request(2 ** 16)).statusCode, 200, 'half of it is within the budget')
 })
 
 t.test('BYTES: an output with more elements than the limit is refused', async (t) => {
@@ -292,7 +322,7 @@ t.test('messages print sizes past 2^53 exactly', async (t) => {
   const response = await infer(app, 'm', { inputs: [shmInput('IN_INT64', 'INT64', [dim, dim], 'r', 8)] })
   assertError(t, response, 400, `input byte size mismatch for input 'IN_INT64' for model 'm'. Expected ${count * 8n}, got 8`)
   const json = await infer(app, 'm', { inputs: [jsonInput('IN_INT64', 'INT64', [dim, dim], [1])] })
-  assertError(t, json, 400, "Failed to parse 'data' field: shape does not match true shape")
+  assertError(t, json, 400, `byte size overflow for input 'IN_INT64': element count (${count}) * data type size (8) exceeds maximum allowed size (9223372036854775807)`)
   t.equal(elementCount([2, 3, 4]), 24, 'elementCount, for models, is the product of the dimensions')
 })
 

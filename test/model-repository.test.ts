@@ -100,6 +100,11 @@ t.test('overrides are refused unless the table allows them', async (t) => {
   const refused = { kind: 'denied', code: 'ERR_SHM_LOAD_OVERRIDES_REFUSED', message: /^failed to load 'm': this server takes no model configuration or files/ }
   await t.rejects(table.load('m', { config: '{}', files: {} }), refused)
   await t.rejects(table.load('m', { files: { 'file:1/model.onnx': new Uint8Array(1) } }), refused)
+  // Triton writes the files before it polls them: a name no file system holds fails that poll first.
+  const unwritable = { kind: 'internal', code: 'ERR_SHM_LOAD_FILE_UNWRITABLE', message: "failed to load 'm', failed to poll from model repository" }
+  await t.rejects(table.load('m', { config: '{}', files: { [`file:${'A'.repeat(256)}`]: new Uint8Array(1) } }), unwritable)
+  await t.rejects(table.load('m', { files: { [`file:1/${'é'.repeat(128)}`]: new Uint8Array(1) } }), unwritable, '256 bytes in 128 characters')
+  await t.rejects(table.load('m', { files: { [`file:1/${'A'.repeat(255)}`]: new Uint8Array(1) } }), refused, '255 bytes is a name')
   await table.load('m', { files: {} })
   t.same(states(table), ['m/1 READY'], 'a load without them is fine')
 })

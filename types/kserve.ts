@@ -103,8 +103,9 @@ export interface Tensor<Data extends TensorData = TensorData> {
 
 /** What one infer request may cost; each is checked before the work it bounds, answering 400. */
 export interface InferLimits {
-  /** Most elements of one BYTES tensor, input or output (default 1,048,576). A model's work per
-   * element is its own, so this bounds it before the model runs. */
+  /** Most elements of one BYTES tensor, input or output (default: none, as Triton). An input's
+   * elements are bounded by its bytes anyway (4 an element at least), an output's by the in-flight
+   * budget (8 bytes an element); a model whose work per element is large can bound it here. */
   maxBytesElements?: number
   /** Most characters of JSON tensor data in one response (default 268,435,456, half of the
    * longest string V8 makes). A larger output must be asked for as binary data or in shared memory. */

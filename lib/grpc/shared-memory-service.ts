@@ -6,7 +6,7 @@
 import type { ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
 import type { SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../../types'
 import type {
-  CudaSharedMemoryStatusResponse, SharedMemoryServiceOptions, SystemSharedMemoryRegisterRequest, SystemSharedMemoryStatusResponse
+  CudaSharedMemoryRegisterRequest, CudaSharedMemoryStatusResponse, SharedMemoryServiceOptions, SystemSharedMemoryRegisterRequest, SystemSharedMemoryStatusResponse
 } from '../../types/grpc'
 import { type ApiCaller, type Memory, type Operation, SharedMemoryApi } from '../registry/shared-memory-api'
 import { RestrictedFeatures, restrictionGroups } from '../util/restricted-features'
@@ -73,8 +73,8 @@ export function sharedMemoryHandlers (api: SharedMemoryApi, log?: ErrorLogger,
       api.status('cuda', name)
       return { regions: {} }
     }),
-    CudaSharedMemoryRegister: rpc('cuda', 'register', ({ name }: NamedRequest, caller) => {
-      api.register('cuda', name, undefined, caller)
+    CudaSharedMemoryRegister: rpc('cuda', 'register', ({ name, raw_handle: rawHandle }: CudaSharedMemoryRegisterRequest, caller) => {
+      api.register('cuda', name, rawHandle, caller)
       return {}
     }),
     CudaSharedMemoryUnregister: rpc('cuda', 'unregister', ({ name }: NamedRequest) => {

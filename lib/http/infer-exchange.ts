@@ -24,7 +24,7 @@ function bodyOf ({ body }: FastifyRequest): { header: InferRequestWire | undefin
  * BYTES input's copy charged first). */
 function wireOf (request: FastifyRequest, model: ModelSignature, reservation: InFlightReservation): { wire: InferRequestWire, bytes: Buffer } {
   const { header, binary } = bodyOf(request)
-  if (header !== undefined) return { wire: checkInferRequest(header), bytes: binary }
+  if (header !== undefined) return { wire: checkInferRequest(header, 'json'), bytes: binary }
   const { request: wire, bytes } = rawInferRequest(model, binary, (byteSize) => reservation.charge(byteSize))
   return { wire, bytes }
 }

@@ -12,6 +12,9 @@ import * as errors from '../errors'
 
 const LENGTH_BYTES = 4
 
+/** What reading elements holds besides their bytes: one offset per element, and one more. */
+export const OFFSET_BYTES = 8
+
 class SerializedBytesElements implements BytesElements {
   readonly length: number
   readonly serialized: Uint8Array
@@ -40,12 +43,14 @@ class SerializedBytesElements implements BytesElements {
 
 /**
  * The first `count` elements serialized at the start of `bytes` (zero-copy). Bytes after them are
- * not read: a client reading an output region that is larger than the result uses this.
+ * not read: a client reading an output region that is larger than the result uses this. Their
+ * offsets (`OFFSET_BYTES` an element) are passed to `charge` before they are allocated.
  */
-export function readBytesElements (tensor: string, bytes: Uint8Array, count: number): BytesElements {
+export function readBytesElements (tensor: string, bytes: Uint8Array, count: number, charge?: (bytes: number) => void): BytesElements {
   const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  // Each element takes 4 bytes at least: checked before the offsets are allocated.
+  // Each element takes 4 bytes at least: checked before the offsets are charged and allocated.
   if (count > view.length / LENGTH_BYTES) throw errors.malformedBytesTensor(tensor)
+  charge?.(OFFSET_BYTES * (count + 1))
   const starts = new Float64Array(count + 1)
   let position = 0
   for (let index = 0; index < count; index++) {
@@ -60,9 +65,9 @@ export function readBytesElements (tensor: string, bytes: Uint8Array, count: num
   return new SerializedBytesElements(bytes.subarray(0, position), starts)
 }
 
-/** The `count` elements serialized in `bytes`, which they must fill exactly. */
-export function parseBytesTensor (tensor: string, bytes: Uint8Array, count: number): BytesElements {
-  const elements = readBytesElements(tensor, bytes, count)
+/** The `count` elements serialized in `bytes`, which they must fill exactly (offsets charged as `readBytesElements`'). */
+export function parseBytesTensor (tensor: string, bytes: Uint8Array, count: number, charge?: (bytes: number) => void): BytesElements {
+  const elements = readBytesElements(tensor, bytes, count, charge)
   if (elements.serialized.byteLength !== bytes.byteLength) throw errors.malformedBytesTensor(tensor)
   return elements
 }

@@ -3,7 +3,8 @@ import type { InferLimits } from '../../types/kserve'
 import { positiveInteger } from '../util/options-validator'
 
 export const DEFAULT_INFER_LIMITS: Readonly<Required<InferLimits>> = {
-  maxBytesElements: 2 ** 20,
+  // None: an input's elements are bounded by its bytes, an output's by the in-flight budget.
+  maxBytesElements: Number.POSITIVE_INFINITY,
   maxJsonResponseChars: 2 ** 28,
   maxOutputBytes: 2 ** 26,
   sendTimeoutMs: 30_000

@@ -12,17 +12,30 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
 const isShape = (value: unknown): value is number[] =>
   Array.isArray(value) && value.every((dim) => Number.isSafeInteger(dim) && dim >= 0)
 
+/** 2^64: JSON's unsigned integers are below it. */
+const UINT64_END = 2 ** 64
+
+/** A JSON shape, as Triton's HTTP server reads one: each dimension an unsigned 64-bit integer,
+ * above 2^53 as JSON gives it to JavaScript (inexact); anything else fails its JSON reader. */
+function checkJsonShape (value: unknown[]): asserts value is number[] {
+  if (!value.every((dim) => Number.isInteger(dim) && (dim as number) >= 0 && (dim as number) < UINT64_END)) throw errors.shapeNotUnsigned()
+}
+
+/** Where a request comes from: an HTTP body's JSON, or a message (gRPC) whose shapes are integers already. */
+export type WireSource = 'json' | 'message'
+
 function checkParameters (value: unknown, owner: string): void {
   if (value !== undefined && !isObject(value)) throw errors.invalidInferRequest(`'parameters' of ${owner} must be an object`)
 }
 
-function checkInput (input: unknown, index: number): asserts input is InferInputWire {
+function checkInput (input: unknown, index: number, source: WireSource): asserts input is InferInputWire {
   if (!isObject(input) || typeof input.name !== 'string') {
     throw errors.invalidInferRequest(`input ${index} must be an object with a string 'name'`)
   }
   const owner = `input '${input.name}'`
   if (!isDatatype(input.datatype)) throw errors.invalidInferRequest(`'datatype' of ${owner} is not a KServe datatype`)
-  if (!isShape(input.shape)) throw errors.invalidInferRequest(`'shape' of ${owner} must be an array of unsigned integers`)
+  if (source === 'json' && Array.isArray(input.shape)) checkJsonShape(input.shape)
+  else if (!isShape(input.shape)) throw errors.invalidInferRequest(`'shape' of ${owner} must be an array of unsigned integers`)
   checkParameters(input.parameters, owner)
   if (input.data !== undefined && !Array.isArray(input.data)) throw errors.invalidInferRequest(`'data' of ${owner} must be an array`)
 }
@@ -34,11 +47,12 @@ function checkOutput (output: unknown, index: number): asserts output is InferOu
   checkParameters(output.parameters, `output '${output.name}'`)
 }
 
-/** Returns the request if its structure is valid; throws a 400 naming the first problem. */
-export function checkInferRequest (request: unknown): InferRequestWire {
+/** Returns the request if its structure is valid; throws a 400 naming the first problem (a JSON
+ * shape dimension that is no unsigned integer: Triton's 500). */
+export function checkInferRequest (request: unknown, source: WireSource = 'message'): InferRequestWire {
   if (!isObject(request)) throw errors.invalidInferRequest('the body must be a JSON object')
   if (!Array.isArray(request.inputs)) throw errors.invalidInferRequest("'inputs' must be an array")
-  request.inputs.forEach(checkInput)
+  request.inputs.forEach((input, index) => checkInput(input, index, source))
   if (request.outputs !== undefined) {
     if (!Array.isArray(request.outputs)) throw errors.invalidInferRequest("'outputs' must be an array")
     request.outputs.forEach(checkOutput)

@@ -5,7 +5,7 @@
 import type { Lease, SystemSharedMemoryRegistry } from '../../types'
 import type { Datatype, InferInputWire, InferLimits, Tensor, TensorSpec } from '../../types/kserve'
 import * as errors from '../errors'
-import { bytesTensorFromJson, parseBytesTensor } from './bytes-tensor'
+import { bytesTensorFromJson, OFFSET_BYTES, parseBytesTensor } from './bytes-tensor'
 import { copiedOver, elementBytes, exactElementCount, hasJsonForm, typedArrayFromJson, typedArrayOver } from './datatypes'
 import { Parameters } from './infer-wire'
 
@@ -74,11 +74,13 @@ function sharedMemoryBytes (input: InferInputWire, parameters: Parameters, conte
   return lease.buffer
 }
 
-/** The element count of a BYTES tensor, refused before any element is read when over the limit. */
-function bytesElementCount (tensor: string, shape: number[], limits: Required<InferLimits>): number {
+/** The element count of a BYTES tensor, refused past the host's limit (none by default) before any
+ * element is read. */
+function bytesElementCount (tensor: string, shape: number[], context: InputContext): bigint {
   const count = exactElementCount(shape)
-  if (count > limits.maxBytesElements) throw errors.tooManyBytesElements(tensor, count, limits.maxBytesElements)
-  return Number(count)
+  const { maxBytesElements } = context.limits
+  if (count > maxBytesElements) throw errors.tooManyBytesElements(tensor, count, maxBytesElements)
+  return count
 }
 
 /** The tensor's elements decoded from its raw bytes, checked against its shape. */
@@ -86,7 +88,10 @@ function fromBytes (input: InferInputWire, spec: TensorSpec, bytes: Uint8Array, 
   const bytesPerElement = elementBytes(spec.datatype)
   const tensor = { name: input.name, datatype: spec.datatype, shape: input.shape }
   if (bytesPerElement === undefined) {
-    return { ...tensor, data: parseBytesTensor(input.name, bytes, bytesElementCount(input.name, input.shape, context.limits)) }
+    // Each element takes 4 bytes at least: a count past a quarter of them is refused before the
+    // offsets (at most twice the tensor's bytes) are charged and allocated.
+    const count = bytesElementCount(input.name, input.shape, context)
+    return { ...tensor, data: parseBytesTensor(input.name, bytes, Number(count), context.charge) }
   }
   const expected = exactElementCount(input.shape) * BigInt(bytesPerElement)
   if (BigInt(bytes.byteLength) !== expected) throw errors.inputByteSizeMismatch(input.name, context.model, expected, bytes.byteLength)
@@ -108,12 +113,34 @@ function jsonElementCount ({ datatype, shape }: InferInputWire): bigint | undefi
   return datatype === 'BYTES' || !hasJsonForm(datatype as Datatype) ? undefined : exactElementCount(shape)
 }
 
+const INT64_MAX = 2n ** 63n - 1n
+
+/**
+ * The size of an input sent as JSON `data`, as Triton's HTTP server checks it before it reads
+ * the data (its `GetElementCount`, then the byte size): dimensions it holds as int64_t, counted in
+ * order until one is 0, within int64_t, as the element count times the datatype's size is.
+ */
+function checkJsonSize ({ name, datatype, shape }: InferInputWire): void {
+  let count: bigint | undefined
+  for (const dim of shape.map(BigInt)) {
+    if (dim > INT64_MAX) throw errors.shapeInvalidDimensions(name, shape)
+    if (dim === 0n) return
+    if (count !== undefined && count > INT64_MAX / dim) throw errors.shapeElementCountOverflow(name, shape)
+    count = (count ?? 1n) * dim
+  }
+  const bytesPerElement = elementBytes(datatype as Datatype) ?? 1
+  if (count !== undefined && bytesPerElement > 1 && count > INT64_MAX / BigInt(bytesPerElement)) {
+    throw errors.inputByteSizeOverflow(name, count, bytesPerElement)
+  }
+}
+
 /**
  * The values of an input's JSON `data`, flat or nested, in order, checked as Triton's HTTP server
  * reads them: against the input's own shape (an element too many is refused as it is met, too few
  * at the end) and its nesting. Iterative, so a client's nesting never reaches the call stack.
  */
 function flatten (input: InferInputWire): unknown[] {
+  checkJsonSize(input)
   const count = jsonElementCount(input)
   const most = count === undefined || count > BigInt(Number.MAX_SAFE_INTEGER) ? Infinity : Number(count)
   const values: unknown[] = []
@@ -150,8 +177,9 @@ export function readJsonData (inputs: InferInputWire[]): Array<unknown[] | undef
 function fromJson (input: InferInputWire, spec: TensorSpec, values: unknown[], context: InputContext): Tensor {
   const tensor = { name: input.name, datatype: spec.datatype, shape: input.shape }
   if (spec.datatype !== 'BYTES') return { ...tensor, data: typedArrayFromJson(input.name, spec.datatype, values) }
-  const count = bytesElementCount(input.name, input.shape, context.limits)
-  if (values.length !== count) throw errors.inputElementCountMismatch(input.name, context.model, count, values.length)
+  const count = bytesElementCount(input.name, input.shape, context)
+  if (BigInt(values.length) !== count) throw errors.inputElementCountMismatch(input.name, context.model, count, values.length)
+  context.charge(OFFSET_BYTES * (values.length + 1))
   return { ...tensor, data: bytesTensorFromJson(input.name, values) }
 }
 

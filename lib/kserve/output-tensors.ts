@@ -107,7 +107,8 @@ export function outputStorage (spec: TensorSpec, shape: number[], plan: OutputPl
   const count = exactElementCount(shape)
   const bytesPerElement = elementBytes(spec.datatype)
   if (bytesPerElement === undefined) {
-    if (count > limits.maxBytesElements) throw errors.tooManyBytesElements(spec.name, count, limits.maxBytesElements)
+    const maxElements = Math.min(limits.maxBytesElements, MAX_ARRAY_LENGTH)
+    if (count > maxElements) throw errors.tooManyBytesElements(spec.name, count, maxElements)
     budgets.hold(POINTER_BYTES * Number(count))
     return new Array<Buffer>(Number(count)).fill(Buffer.alloc(0))
   }
@@ -141,6 +142,9 @@ const chargeBytes = (budget: ResponseBudget, output: string, bytes: bigint): voi
 
 /** A BYTES output's storage: one reference per element (the elements are the model's own). */
 const POINTER_BYTES = 8
+
+/** The most elements a JavaScript array holds: a BYTES output's storage is one. */
+const MAX_ARRAY_LENGTH = 2 ** 32 - 1
 
 /** What a response may still carry of one kind (characters of JSON, bytes of binary data):
  * charged before the storage it pays for is allocated, and passed on to `spend` (what all

@@ -94,6 +94,13 @@ interface Applied {
   failure?: { version: string, reason: string }
 }
 
+/** Linux's NAME_MAX: the longest name of one file or directory, in bytes. */
+const NAME_MAX = 255
+
+/** A `file:<path>` parameter whose path has a component longer than a file system takes. */
+const unwritablePath = (parameter: string) =>
+  parameter.slice('file:'.length).split('/').some((component) => Buffer.byteLength(component) > NAME_MAX)
+
 const reasonOf = (error: unknown) => error instanceof Error ? error.message : String(error)
 
 /** The part of a pino / Fastify logger hook failures in other processes' loads are logged to. */
@@ -289,6 +296,9 @@ export class ModelRepository {
     this.sync()
     const versions = this.#versionsOf(name)
     if (versions === undefined) throw errors.loadUnknownModel(name)
+    // Triton writes a load's files into a directory of its own before it polls them: a path no
+    // file system can hold fails that poll, whatever the server then does with the files.
+    if (Object.keys(overrides.files).some(unwritablePath)) throw errors.loadFileUnwritable(name)
     const overriding = overrides.config !== undefined || Object.keys(overrides.files).length > 0
     if (overriding && !this.#allowOverrides) {
       throw errors.loadOverridesRefused(name, 'this server takes no model configuration or files with a load request ' +

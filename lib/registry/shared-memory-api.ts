@@ -44,6 +44,9 @@ export interface ApiCaller {
   connection(): CallerConnection
 }
 
+/** The bytes of a `cudaIpcMemHandle_t`, the handle a CUDA registration carries. */
+const CUDA_IPC_HANDLE_BYTES = 64
+
 /** System or CUDA shared memory: the API has the same operations for both. */
 export type Memory = 'system' | 'cuda'
 
@@ -96,8 +99,8 @@ export class SharedMemoryApi {
   /** Registers `fields` (`{ key, offset, byte_size }`, as the transport decoded them) as region
    * `name`, for the caller: the object must be one the rule lets that client reach. */
   register (memory: Memory, name: string, fields: unknown, caller: ApiCaller): void {
+    if (memory === 'cuda') this.#refuseCuda(name, fields, caller)
     if (name === '') throw errors.missingRegionName(memory)
-    if (memory === 'cuda') throw errors.cudaNotSupported(name)
     const source = { ...regionSourceOf(fields), peer: this.#peers.peerFor(caller.connection()) }
     try {
       this.registry.register(name, source)
@@ -105,6 +108,20 @@ export class SharedMemoryApi {
       this.#loggedByRegistry.add(error as object)
       throw error
     }
+  }
+
+  /**
+   * CUDA registrations, refused as a server without GPUs refuses them. Triton's gRPC face hands
+   * the request's `raw_handle` (`fields` there) to CUDA without looking at the name, and CUDA
+   * refuses what is no `cudaIpcMemHandle_t` as invalid args; its HTTP face asks for a name first.
+   */
+  #refuseCuda (name: string, fields: unknown, caller: ApiCaller): never {
+    if (caller.transport === 'grpc') {
+      if (!(fields instanceof Uint8Array) || fields.length !== CUDA_IPC_HANDLE_BYTES) throw errors.invalidCudaHandle()
+    } else if (name === '') {
+      throw errors.missingRegionName('cuda')
+    }
+    throw errors.cudaNotSupported(name)
   }
 
   /**
