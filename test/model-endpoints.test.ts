@@ -135,7 +135,13 @@ t.test('perf_analyzer against the example: -m simple -i http --shared-memory sys
   t.same((await getJson<{ model_stats: ModelStatistics[] }>(t, `${base}/v2/models/simple/versions/1/stats`)).model_stats, [after])
   const all = (await getJson<{ model_stats: ModelStatistics[] }>(t, `${base}/v2/models/stats`)).model_stats
   const zeroModels = [1, 3].flatMap((count) => ['bool', 'float16', 'float32', 'object'].flatMap((type) => [`onnx_zero_${count}_${type}`, `onnx_nobatch_zero_${count}_${type}`]))
+  // L0_infer_zero's libtorch identities, and its ensembles over the identity backend's nop models.
+  const zeroKinds = ['1_bool', '1_float32', '3_float32']
+  const libtorchZero = ['libtorch', 'libtorch_nobatch'].flatMap((prefix) => zeroKinds.map((kind) => `${prefix}_zero_${kind}`))
+  const zeroEnsembles = ['fan', 'sequence', 'simple'].flatMap((prefix) => ['zero', 'zero_nobatch'].flatMap((batching) =>
+    zeroKinds.map((kind) => `${prefix}_${batching}_zero_${kind}`)))
   t.same(all.map(({ name }) => name), [
+    ...libtorchZero, ...zeroEnsembles, 'nop_TYPE_BOOL_-1', 'nop_TYPE_FP32_-1',
     'add_sub_fp32', 'custom_identity_int32', 'custom_zero_1_float32', 'ensemble', 'fan_repeat', 'identity', 'identity_bytes', 'identity_fp32',
     'identity_int32', 'input_all_optional', 'input_all_required', 'input_optional', 'nested_square',
     // Versions 1, 2 and 3.

@@ -249,4 +249,6 @@ t.test('a transport of the host\'s own: SharedMemoryApi\'s restrictedApi answers
     { code: 'ERR_SHM_RESTRICTED_PROTOCOL', message: "This protocol is restricted, expecting header 'X-Shm'" })
   t.doesNotThrow(() => api.checkAccess(caller('http', { 'x-shm': 'yes' })), 'the header, asked for in lower case')
   t.doesNotThrow(() => new SharedMemoryApi(registry).checkAccess(caller('grpc', {})), 'without restrictedApi: open')
+  t.throws(() => api.checkAccess({ transport: 'http', connection: () => undefined }), { code: 'ERR_SHM_RESTRICTED_API' },
+    'a caller with no headers to show is refused')
 })

@@ -19,7 +19,7 @@ interface NamedRequest { name: string }
 
 /** The call as the core sees it: its metadata, read as headers, and its connection's ends (none
  * on a server without `connectionInterceptor`). */
-function callerOf (call: ServerUnaryCall<unknown, unknown>): ApiCaller {
+function callerOf (call: ServerUnaryCall<unknown, unknown>): Required<ApiCaller> {
   return {
     transport: 'grpc',
     header: (name) => metadataValue(call.metadata, name),

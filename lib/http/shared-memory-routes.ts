@@ -30,16 +30,10 @@ type RegionRequest = FastifyRequest<{ Params: { region_name: string } }>
 /** Route config of the system register routes: their refusals are logged as refused registrations. */
 interface RegisterRoute { registersSystemMemory?: true }
 
-/** The call as the core sees it: an HTTP request, with its headers and its connection's socket. */
+/** The call as the core sees it: an HTTP request, with its connection's socket (its headers were
+ * checked by the routes' restrictions, before the API). */
 function callerOf (request: FastifyRequest): ApiCaller {
-  return {
-    transport: 'http',
-    header: (name) => {
-      const sent = request.headers[name]
-      return sent === undefined ? undefined : String(sent)
-    },
-    connection: () => ({ socket: request.raw.socket })
-  }
+  return { transport: 'http', connection: () => ({ socket: request.raw.socket }) }
 }
 
 /** Clients poll the status far more often than they change it: the system status is serialized
@@ -224,7 +218,6 @@ export async function sharedMemoryRoutes (app: FastifyInstance, { api, restricti
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, keepBodyText)
   // The restricted API before every other gate, yet after the host's route hooks (see mountApi).
   app.addHook('preParsing', restrictedHook(restrictions, () => 'shared-memory'))
-  app.addHook('preParsing', async (request) => api.checkAccess(callerOf(request)))
   mountApi(app, api, 'system', documented(systemSchemas, openapi, openapi.systemTags))
   mountApi(app, api, 'cuda', documented(cudaSchemas, openapi, openapi.cudaTags))
 }

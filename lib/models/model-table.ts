@@ -23,7 +23,7 @@ import { type DeclarationsByName, type EnsemblePlan, planEnsembles } from './ens
 import { modelConfig, modelMetadata } from './model-config'
 import { type ApplyCall, ModelRepository, type RepositoryLogger, serving, type VersionState } from './model-repository'
 import {
-  failureOf, type ForwardedRequest, forwardedInputBytes, ranNowhere, responseMessage, runAtOwner, sequenceFlagsOf
+  failureOf, type ForwardedRequest, forwardedInputBytes, limitsOf, ranNowhere, responseMessage, runAtOwner, sequenceFlagsOf
 } from './sequence-forwarding'
 import { type SequenceDirectory, SequenceBatcher, type SequenceTurn } from './sequences'
 import { type FailureReason, InferenceStatistics, type StatisticsTotals } from './statistics'
@@ -512,7 +512,7 @@ export class ModelTable {
       const forwarded: StreamCall<EncodedResponse> = {
         read: (signature, modelVersion) => {
           const read = infer = new InferRequest(request.request, forwardedInputBytes(call.parts),
-            { registry, model: signature, modelVersion, limits: request.limits, sequence: sequenceFlagsOf(request), reservation, outputCopies: 1 })
+            { registry, model: signature, modelVersion, limits: limitsOf(request), sequence: sequenceFlagsOf(request), reservation, outputCopies: 1 })
           call.signal.addEventListener('abort', () => read.abandon(), { once: true })
           return read
         },

@@ -25,7 +25,8 @@ export interface ForwardedRequest {
   request: InferRequestWire
   /** The correlation id as text, `integer` for an unsigned 64-bit one. */
   sequence: { id: string, integer: boolean, start: boolean, end: boolean }
-  limits: Required<InferLimits>
+  /** The limits it was read with; `null` for one left unbounded (JSON has no Infinity). */
+  limits: Record<keyof InferLimits, number | null>
 }
 
 /** What each output of a response says of itself; its bytes, if it has any, are the next part. */
@@ -51,9 +52,18 @@ function requestMessage (model: string, version: string, infer: InferRequest): C
     version,
     request: wire,
     sequence: { id: String(correlationId), integer: typeof correlationId === 'bigint', start, end },
-    limits: infer.limits
+    limits: mapLimits(infer.limits, (limit) => Number.isFinite(limit) ? limit : null)
   }
   return { head, parts: inputBytes }
+}
+
+function mapLimits<From, To> (limits: Record<keyof InferLimits, From>, map: (limit: From) => To): Record<keyof InferLimits, To> {
+  return Object.fromEntries(Object.entries(limits).map(([name, limit]) => [name, map(limit as From)])) as Record<keyof InferLimits, To>
+}
+
+/** The limits of a forwarded request, as its first process read it. */
+export function limitsOf ({ limits }: ForwardedRequest): Required<InferLimits> {
+  return mapLimits(limits, (limit) => limit ?? Infinity)
 }
 
 /** The flags of a forwarded request, as its first process read them. */

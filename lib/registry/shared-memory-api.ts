@@ -38,8 +38,10 @@ export interface SharedMemoryApiOptions {
 export interface ApiCaller {
   /** The transport: the restricted API answers in its words (Triton's differ). */
   readonly transport: 'http' | 'grpc'
-  /** The value of a header (HTTP) or metadata key (gRPC) the call carries; undefined without one. */
-  header(name: string): string | undefined
+  /** The value of a header (HTTP) or metadata key (gRPC) the call carries; undefined without one.
+   * Absent for a face that checks its restrictions before the API (the plugin's routes): a call
+   * with no headers to show is refused by a `restrictedApi`. */
+  header?(name: string): string | undefined
   /** The call's connection, for the kernel to say who the client is (asked only by a register). */
   connection(): CallerConnection
 }
@@ -74,7 +76,7 @@ export class SharedMemoryApi {
 
   /** The restricted API, checked before everything else: throws unless the caller carries its header. */
   checkAccess (caller: ApiCaller): void {
-    this.#restricted[caller.transport].check('shared-memory', (name) => caller.header(name))
+    this.#restricted[caller.transport].check('shared-memory', (name) => caller.header?.(name))
   }
 
   /**
