@@ -5,12 +5,11 @@
  * parameters it refuses, in its words.
  */
 import { status } from '@grpc/grpc-js'
-import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import fastifyTritonShm, { kserveModels, type ModelDeclaration, ModelTable } from '../lib/index'
+import type { ModelDeclaration } from '../lib/index'
 import { classify } from '../lib/kserve/classification'
 import { copyTensorData } from '../lib/kserve/tensor-data'
-import { grpcClient } from './helpers/grpc'
+import { grpcClient, serveModelTable } from './helpers/grpc'
 import { makeMappedObject, parseInferResponse, registerRegion, shmOutput } from './helpers/kserve'
 import { int64, string } from './helpers/stream'
 
@@ -35,15 +34,7 @@ const MODELS = [
   identity('bool', 'BOOL', false)
 ]
 
-async function serve (t: Test): Promise<{ app: FastifyInstance, port: number }> {
-  const table = new ModelTable(MODELS)
-  const app = Fastify()
-  t.teardown(() => app.close())
-  await app.register(fastifyTritonShm, { grpc: { port: 0, models: table } })
-  await app.register(kserveModels, { models: table })
-  await app.ready()
-  return { app, port: app.tritonGrpc.port as number }
-}
+const serve = (t: Test) => serveModelTable(t, MODELS)
 
 const classified = (datatype: string, shape: number[], data: unknown[], parameters: object = { classification: 2 }) => ({
   inputs: [{ name: 'INPUT0', datatype, shape, data }],

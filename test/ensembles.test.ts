@@ -8,12 +8,11 @@
  */
 import { once } from 'node:events'
 import { status } from '@grpc/grpc-js'
-import Fastify, { type FastifyInstance } from 'fastify'
-import t, { type Test } from 'tap'
-import fastifyTritonShm, { type EnsembleStep, kserveModels, type ModelDeclaration, ModelTable } from '../lib/index'
+import t from 'tap'
+import { type EnsembleStep, type ModelDeclaration, ModelTable } from '../lib/index'
 import type { BytesElements, ModelConfigResponse } from '../types'
 import type { ModelStreamInferResponse } from '../types/grpc'
-import { grpcClient } from './helpers/grpc'
+import { grpcClient, serveModelTable } from './helpers/grpc'
 import { bool, finalFlag, int32Bytes, int32s, streamClient } from './helpers/stream'
 import { eventually, Gate } from './helpers/sync'
 
@@ -138,16 +137,6 @@ const nested: ModelDeclaration = {
   ensembleScheduling: { steps: [step('repeat_square', { IN: 'IN' }, { OUT: 'OUT' })] }
 }
 
-async function serve (t: Test, declarations: ModelDeclaration[]): Promise<{ app: FastifyInstance, table: ModelTable, port: number }> {
-  const table = new ModelTable(declarations)
-  const app = Fastify()
-  t.teardown(() => app.close())
-  await app.register(fastifyTritonShm, { grpc: { port: 0, models: table } })
-  await app.register(kserveModels, { models: table })
-  await app.ready()
-  return { app, table, port: app.tritonGrpc.port as number }
-}
-
 const MODELS = [increment, product, exclaim, constant, square, plain, repeatSquare, nested]
 
 const tensor = (name: string, shape: number[], datatype = 'INT32') => ({ name, datatype, shape, parameters: {} })
@@ -170,7 +159,7 @@ const outs = (responses: ModelStreamInferResponse[]) =>
   responses.filter(({ infer_response: response }) => (response.outputs ?? []).length > 0).map((response) => int32s(outputBytes(response, 'OUT'))[0])
 
 t.test('a plain ensemble: its steps in the order their tensors allow, answered once over HTTP and gRPC, its configuration Triton\'s', async (t) => {
-  const { app, table, port } = await serve(t, [...MODELS, repeat()])
+  const { app, table, port } = await serveModelTable(t, [...MODELS, repeat()])
   const body = {
     parameters: { suffix: '?' },
     inputs: [{ name: 'X', datatype: 'INT32', shape: [3], data: [1, 2, 3] }, { name: 'TEXT', datatype: 'BYTES', shape: [2], data: ['a', 'bc'] }]
@@ -207,7 +196,7 @@ t.test('a plain ensemble: its steps in the order their tensors allow, answered o
 
 t.test('a decoupled ensemble: each response of its decoupled step goes on through the steps after it, nested too', async (t) => {
   const gate = new Gate(false)
-  const { app, port } = await serve(t, [...MODELS, repeat(gate)])
+  const { app, port } = await serveModelTable(t, [...MODELS, repeat(gate)])
   const config = (await app.inject('/v2/models/nested/config')).json() as ModelConfigResponse
   t.same(config.model_transaction_policy, { decoupled: true }, 'decoupled, as a step is (an ensemble of one, here)')
   const refused = await app.inject({ method: 'POST', url: '/v2/models/repeat_square/infer', payload: { inputs: [] } })
@@ -250,7 +239,7 @@ t.test('a step that fails fails the request; a request the step cannot take is r
   }
   const lazy: ModelDeclaration = { ...increment, name: 'lazy', run () {} }
   const unfinished: ModelDeclaration = { ...through, name: 'unfinished', ensembleScheduling: { steps: [step('lazy', { IN: 'X' }, { OUT: 'Y' })] } }
-  const { app, table, port } = await serve(t, [increment, failing, lazy, square, through, unfinished, toSquare])
+  const { app, table, port } = await serveModelTable(t, [increment, failing, lazy, square, through, unfinished, toSquare])
   const post = (model: string) => app.inject({ method: 'POST', url: `/v2/models/${model}/infer`, payload: { inputs: [{ name: 'X', datatype: 'INT32', shape: [1], data: [1] }] } })
   const answer = await post('through')
   t.same([answer.statusCode, answer.json()], [400, { error: 'no increment today' }])
@@ -319,7 +308,7 @@ t.test('a step without a version runs the newest declared, one with a version th
   })
   const both = (name: string, version?: string): ModelDeclaration =>
     ({ name, inputs: [int32('X')], outputs: [int32('Y')], ensembleScheduling: { steps: [step('times', { IN: 'X' }, { OUT: 'Y' }, version)] } })
-  const { app } = await serve(t, [times(2, '9'), times(3, '10'), times(1, '8'), both('newest'), both('ninth', '9')])
+  const { app } = await serveModelTable(t, [times(2, '9'), times(3, '10'), times(1, '8'), both('newest'), both('ninth', '9')])
   const post = async (model: string) =>
     (await app.inject({ method: 'POST', url: `/v2/models/${model}/infer`, payload: { inputs: [{ name: 'X', datatype: 'INT32', shape: [1], data: [5] }] } })).json()
   t.same((await post('newest')).outputs[0].data, [15], 'version 10, declared apart from versions 8 and 9')
@@ -347,7 +336,7 @@ t.test('each response of a decoupled step goes on with its own tensors: one that
     outputs: [int32('OUT_A', [1]), int32('OUT_B', [1])],
     ensembleScheduling: { steps: [step('pairs', { IN: 'IN' }, { A: 'OUT_A', B: 'OUT_B' })] }
   }
-  const { port } = await serve(t, [pairs, both])
+  const { port } = await serveModelTable(t, [pairs, both])
   const stream = streamClient(t, port)
   stream.write(streamRequest('both', 'p', [0]))
   const [first, second] = await stream.until(2)
@@ -374,7 +363,7 @@ t.test('a client that leaves abandons the step running for it: the step sees its
     outputs: [int32('Y')],
     ensembleScheduling: { steps: [step('waits', { IN: 'X' }, { OUT: 'Y' })] }
   }
-  const { table, port } = await serve(t, [waitsForItsClient, through])
+  const { table, port } = await serveModelTable(t, [waitsForItsClient, through])
   const call = grpcClient(t, port).start('ModelInfer', { model_name: 'through', inputs: [tensor('X', [1])], raw_input_contents: [int32Bytes([1])] })
   await running.untilHeld(1)
   t.equal(stepSignal?.aborted, false, 'the step runs, its client still there')
@@ -424,7 +413,7 @@ t.test('a tensor passes between batching and non-batching models as one batch, a
     outputs: [int32('Y', [-1, 2])],
     ensembleScheduling: { steps: [step('fixed_increment', { IN: 'X' }, { OUT: 'Y' })] }
   }
-  const { app, port } = await serve(t, [batchingCopy, noBatchCopy, inner, outer, fixedIncrement, fixed])
+  const { app, port } = await serveModelTable(t, [batchingCopy, noBatchCopy, inner, outer, fixedIncrement, fixed])
   const infer = async (model: string, name: string, shape: number[], data: number[]) =>
     await app.inject({ method: 'POST', url: `/v2/models/${model}/infer`, payload: { inputs: [{ name, datatype: 'INT32', shape, data }] } })
 

@@ -5,11 +5,10 @@
  * the metadata does not; the declarations the table refuses (labels on an input too).
  */
 import { status } from '@grpc/grpc-js'
-import Fastify from 'fastify'
 import t from 'tap'
-import fastifyTritonShm, { kserveModels, type ModelDeclaration, ModelTable } from '../lib/index'
+import { type ModelDeclaration, ModelTable } from '../lib/index'
 import type { ModelConfigResponse } from '../types'
-import { grpcClient } from './helpers/grpc'
+import { grpcClient, serveModelTable } from './helpers/grpc'
 
 const fp32 = (name: string, optional?: boolean) => ({ name, datatype: 'FP32' as const, shape: [-1], ...(optional !== undefined && { optional }) })
 
@@ -44,12 +43,7 @@ const models = [
 const input = (name: string, values: number[]) => ({ name, datatype: 'FP32', shape: [values.length], data: values })
 
 t.test('optional inputs over HTTP and gRPC, and Triton\'s words for a request without a required one', async (t) => {
-  const table = new ModelTable(models)
-  const app = Fastify()
-  t.teardown(() => app.close())
-  await app.register(fastifyTritonShm, { grpc: { port: 0, models: table } })
-  await app.register(kserveModels, { models: table })
-  await app.ready()
+  const { app } = await serveModelTable(t, models)
   const infer = (model: string, inputs: object[]) => app.inject({ method: 'POST', url: `/v2/models/${model}/infer`, payload: { inputs } })
   const output = async (model: string, inputs: object[]) => (await infer(model, inputs)).json().outputs[0].data
 

@@ -7,10 +7,10 @@
  */
 import { status } from '@grpc/grpc-js'
 import Fastify, { type FastifyInstance } from 'fastify'
-import t, { type Test } from 'tap'
-import fastifyTritonShm, { InferRequest, kserveModels, type ModelDeclaration, ModelTable, type SequenceBatching } from '../lib/index'
+import t from 'tap'
+import fastifyTritonShm, { InferRequest, type ModelDeclaration, ModelTable, type SequenceBatching } from '../lib/index'
 import type { BytesElements, ModelConfigResponse, SequenceControlInput, TensorParameters } from '../types'
-import { grpcClient } from './helpers/grpc'
+import { grpcClient, serveModelTable } from './helpers/grpc'
 import { assertError } from './helpers/http'
 import { makeMappedObject, registerRegion, shmInput } from './helpers/kserve'
 import { bool, int32Bytes, int32s, int64, sequenceParameters, streamClient } from './helpers/stream'
@@ -38,16 +38,6 @@ function accumulator (name = 'acc', sequenceBatching: SequenceBatching = {}, hoo
   }
 }
 
-async function buildApp (t: Test, declarations: ModelDeclaration[]): Promise<{ app: FastifyInstance, table: ModelTable, port: number }> {
-  const table = new ModelTable(declarations)
-  const app = Fastify()
-  t.teardown(() => app.close())
-  await app.register(fastifyTritonShm, { grpc: { port: 0, models: table } })
-  await app.register(kserveModels, { models: table })
-  await app.ready()
-  return { app, table, port: app.tritonGrpc.port as number }
-}
-
 const httpRequest = (value: number, parameters: TensorParameters = {}) =>
   ({ parameters, inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1, 1], data: [value] }] })
 
@@ -64,7 +54,7 @@ const grpcRequest = (model: string, value: number, parameters: object, id = '') 
   ({ model_name: model, id, parameters, inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1, 1] }], raw_input_contents: [int32Bytes([value])] })
 
 t.test('sequences interleaved on one stream, each with its own state; integer and string ids are distinct', async (t) => {
-  const { port } = await buildApp(t, [accumulator()])
+  const { port } = await serveModelTable(t, [accumulator()])
   const stream = streamClient(t, port)
   const requests: Array<[number | string, number, boolean, boolean]> = [
     [1, 1, true, false], ['x', 10, true, false], [1, 2, false, false], ['1', 100, true, false],
@@ -79,7 +69,7 @@ t.test('sequences interleaved on one stream, each with its own state; integer an
 })
 
 t.test('one sequence across transports and connections: HTTP, ModelInfer, two streams', async (t) => {
-  const { app, port } = await buildApp(t, [accumulator()])
+  const { app, port } = await serveModelTable(t, [accumulator()])
   t.equal(await httpOutput(app, 'acc', 5, { sequence_id: 7, sequence_start: true }), 5, 'started over HTTP')
   const unary = await grpcClient(t, port).call('ModelInfer', grpcRequest('acc', 6, sequenceParameters(7)))
   t.equal(int32s(unary.raw_output_contents[0])[0], 11, 'continued over ModelInfer')
@@ -115,7 +105,7 @@ t.test('the requests of one sequence run one after another, in the order they ca
     const id = String(infer.sequence?.correlationId)
     running.set(id, (running.get(id) as number) - 1)
   }
-  const { port } = await buildApp(t, [model])
+  const { port } = await serveModelTable(t, [model])
   const stream = streamClient(t, port)
   stream.write(grpcRequest('acc', 1, sequenceParameters(1, true)))
   stream.write(grpcRequest('acc', 2, sequenceParameters(1)))
@@ -135,7 +125,7 @@ const dynaControls: SequenceControlInput[] = [
 ]
 
 t.test('Triton\'s errors, with its texts, over HTTP, ModelInfer and a stream', async (t) => {
-  const { app, port } = await buildApp(t, [accumulator(), accumulator('dyna', { controlInputs: dynaControls })])
+  const { app, port } = await serveModelTable(t, [accumulator(), accumulator('dyna', { controlInputs: dynaControls })])
   const client = grpcClient(t, port)
   const stream = streamClient(t, port)
   const cases: Array<[string, string, number, TensorParameters, object, string]> = [
@@ -174,7 +164,7 @@ t.test('Triton\'s errors, with its texts, over HTTP, ModelInfer and a stream', a
 })
 
 t.test('HTTP request parameters of the wrong type, as Triton\'s HTTP server reads them', async (t) => {
-  const { app } = await buildApp(t, [accumulator()])
+  const { app } = await serveModelTable(t, [accumulator()])
   const cases: Array<[TensorParameters, number, string]> = [
     [{ sequence_id: true }, 400, "Unable to parse 'sequence_id': attempt to access JSON non-string as string"],
     [{ sequence_id: -1 }, 400, "Unable to parse 'sequence_id': attempt to access JSON non-string as string"],
@@ -197,7 +187,7 @@ t.test('a START of a sequence in progress starts it again: state dropped, what i
   const model = accumulator('acc', {}, {
     onRun (infer) { if (infer.sequence?.start === true) infer.sequence.hold(() => released.push(infer.input<Int32Array>('INPUT').data[0])) }
   })
-  const { app } = await buildApp(t, [model])
+  const { app } = await serveModelTable(t, [model])
   t.equal(await httpOutput(app, 'acc', 10, { sequence_id: 1, sequence_start: true }), 10)
   t.equal(await httpOutput(app, 'acc', 1, { sequence_id: 1 }), 11)
   t.equal(await httpOutput(app, 'acc', 20, { sequence_id: 1, sequence_start: true }), 20, 'the accumulator set again')
@@ -211,7 +201,7 @@ t.test('an idle sequence is released after its timeout, with the leases its stat
     // The model keeps the region of the sequence's first request: held until the sequence is released.
     onRun (infer) { if (infer.sequence?.start === true) infer.sequence.hold(infer.retain()) }
   })
-  const { app } = await buildApp(t, [model])
+  const { app } = await serveModelTable(t, [model])
   const object = makeMappedObject(t, 64, 'state')
   new Int32Array(object.bytes.buffer, 0, 1)[0] = 40
   await registerRegion(t, app, 'state', object.key, 64)
@@ -232,7 +222,7 @@ t.test('an idle sequence is released after its timeout, with the leases its stat
   const holding = accumulator('long', { maxSequenceIdleMicroseconds: 3_600_000_000 }, {
     onRun (infer) { if (infer.sequence?.start === true) infer.sequence.hold(infer.retain()) }
   })
-  const other = await buildApp(t, [holding])
+  const other = await serveModelTable(t, [holding])
   await registerRegion(t, other.app, 'state', object.key, 64)
   const held = await other.app.inject({
     method: 'POST',
@@ -261,7 +251,7 @@ t.test('control inputs: each kind, in each datatype, as Triton\'s sequence batch
     sequenceBatching: { controlInputs: [...controls, { name: 'C', kind: 'CONTROL_SEQUENCE_CORRID', datatype: corrid }] },
     run (infer) { seen.push(infer) }
   })
-  const { app } = await buildApp(t, [model('u64', 'UINT64'), model('i64', 'INT64'), model('u32', 'UINT32'), model('i32', 'INT32', 8), model('bytes', 'BYTES')])
+  const { app } = await serveModelTable(t, [model('u64', 'UINT64'), model('i64', 'INT64'), model('u32', 'UINT32'), model('i32', 'INT32', 8), model('bytes', 'BYTES')])
   const send = (name: string, parameters: object) => app.inject({
     method: 'POST',
     url: `/v2/models/${name}/infer`,
@@ -296,7 +286,7 @@ t.test('a stateful model\'s configuration: Triton\'s sequence_batching, over HTT
     { name: 'F', kind: 'CONTROL_SEQUENCE_END', datatype: 'FP32', falseTrue: [0, 1] },
     { name: 'CORRID', kind: 'CONTROL_SEQUENCE_CORRID', datatype: 'BYTES' }
   ]
-  const { app, port } = await buildApp(t, [accumulator('acc', { maxSequenceIdleMicroseconds: 5_000_000, controlInputs })])
+  const { app, port } = await serveModelTable(t, [accumulator('acc', { maxSequenceIdleMicroseconds: 5_000_000, controlInputs })])
   const config = (await app.inject('/v2/models/acc/config')).json() as ModelConfigResponse
   const control = (kind: string, int32: number[], fp32: number[], bools: boolean[], dataType = 'TYPE_INVALID') =>
     ({ kind, int32_false_true: int32, fp32_false_true: fp32, bool_false_true: bools, data_type: dataType })
@@ -317,7 +307,7 @@ t.test('a stateful model\'s configuration: Triton\'s sequence_batching, over HTT
     grpcConfig.sequence_batching.control_input[3].control[0].data_type, grpcConfig.sequence_batching.strategy_choice],
   ['5000000', ['START', 'READY', 'F', 'CORRID'], 'TYPE_STRING', 'direct'], 'over gRPC, in Triton\'s fields')
   t.same((await app.inject('/v2/models/acc')).json().inputs, [{ name: 'INPUT', datatype: 'INT32', shape: [-1, 1] }], 'the metadata lists no control input')
-  const defaults = await buildApp(t, [{ ...accumulator('plain'), sequenceBatching: {} }])
+  const defaults = await serveModelTable(t, [{ ...accumulator('plain'), sequenceBatching: {} }])
   t.same(((await defaults.app.inject('/v2/models/plain/config')).json() as ModelConfigResponse).sequence_batching?.max_sequence_idle_microseconds, 1_000_000,
     'Triton\'s default idle timeout: one second')
   t.same(((await defaults.app.inject('/v2/models/plain/config')).json() as ModelConfigResponse).sequence_batching?.control_input, [])

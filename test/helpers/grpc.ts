@@ -9,7 +9,7 @@ import {
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
 import { connectionInterceptor, inferenceService, MESSAGE_LIMIT_OPTIONS, modelInferHandler, sharedMemoryService } from '../../lib/grpc'
-import fastifyTritonShm, { type FastifyTritonShmOptions, ModelTable } from '../../lib/index'
+import fastifyTritonShm, { type FastifyTritonShmOptions, kserveModels, type ModelDeclaration, ModelTable } from '../../lib/index'
 import type { SystemSharedMemoryRegistry } from '../../types'
 import type { SharedMemoryServiceOptions } from '../../types/grpc'
 import type { TestModel } from './kserve'
@@ -87,6 +87,19 @@ Promise<{ app: FastifyInstance, port: number }> {
   await app.register(fastifyTritonShm, { ...options, grpc: { port: 0, models: modelTable(models), ...options.grpc } })
   await app.ready()
   return { app, port: app.tritonGrpc.port as number }
+}
+
+/** A model table of `declarations` served over HTTP (`kserveModels`) and the plugin's gRPC
+ * listener on port 0; closed when the test ends. */
+export async function serveModelTable (t: Test, declarations: ModelDeclaration[]):
+Promise<{ app: FastifyInstance, table: ModelTable, port: number }> {
+  const table = new ModelTable(declarations)
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(fastifyTritonShm, { grpc: { port: 0, models: table } })
+  await app.register(kserveModels, { models: table })
+  await app.ready()
+  return { app, table, port: app.tritonGrpc.port as number }
 }
 
 /** A host's server: the shared memory RPCs and ModelInfer over `registry` for `models`; and a client of it. */
