@@ -71,7 +71,7 @@ export interface ServerOptions {
   /** Whose memory a client may register (the plugin's default: `peer`). */
   clientShmAccess?: ClientShmAccess
   /** What all infer requests in flight may hold together (the plugin's default, 1 GiB, or, with a
-   * `jsonLimit` past 1/14 of it, enough for one JSON body of that size: 14 times it). */
+   * `jsonLimit` past 1/16 of it, enough for one JSON body of that size and its answer: 16 times it). */
   maxInFlightBytes?: number
   /** The model table's repository options: Triton's model control mode and the models loaded at
    * startup (default: explicit, every model loaded). */
@@ -111,12 +111,13 @@ async function listenMetrics (app: FastifyInstance, host: string, port: number):
   app.log.info({ port: (metricsApp.server.address() as { port: number }).port }, 'Triton metrics listening')
 }
 
-/** What one JSON body holds in flight, in times its text: the text itself, and parsed about 12
- * times it (SECURITY.md), with room for its response. */
-const JSON_IN_FLIGHT_MULTIPLE = 14
+/** What one JSON body holds in flight, in times its text: the text itself, parsed about 12 times
+ * it (SECURITY.md), and its answer: an identity's output (under 1) and the output's JSON (its text
+ * and the body's copy of it, under 1 each for numbers of up to about 4 characters). */
+const JSON_IN_FLIGHT_MULTIPLE = 16
 
 /** The in-flight budget: the option, else the plugin's default unless that would refuse every JSON
- * body near `jsonLimit` (Triton's --http-max-input-size raised past 1/14 of it). */
+ * body near `jsonLimit` (Triton's --http-max-input-size raised past 1/16 of it). */
 function maxInFlightBytesOf ({ maxInFlightBytes, jsonLimit }: ServerOptions): number | undefined {
   if (maxInFlightBytes !== undefined || jsonLimit === undefined) return maxInFlightBytes
   return Math.max(DEFAULT_MAX_IN_FLIGHT_BYTES, JSON_IN_FLIGHT_MULTIPLE * jsonLimit)

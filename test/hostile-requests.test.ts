@@ -159,27 +159,37 @@ t.test('JSON: a request whose JSON passes the limit is 400 before it is parsed',
     'Use --http-max-input-size to increase the limit.')
 })
 
-t.test('an output too large for JSON is 400 before the model writes it', async (t) => {
-  const { baseUrl } = await startExample(t)
-  const key = makeObject(t, 128 * MiB, 'json_out') // 16 Mi FP32 zeros per input
-  await registerOver(t, baseUrl, 'in', key, 128 * MiB)
-  const elements = 16 * MiB
-  const response = await postJson(`${baseUrl}/v2/models/add_sub_fp32/infer`, {
-    inputs: [shmInput('INPUT0', 'FP32', [elements], 'in', 64 * MiB), shmInput('INPUT1', 'FP32', [elements], 'in', 64 * MiB, 64 * MiB)]
-  })
-  t.same(response, {
-    status: 400,
-    body: {
-      error: `output 'OUTPUT0' is too large to send as JSON (a response holds at most ${DEFAULT_INFER_LIMITS.maxJsonResponseChars} ` +
-        "characters of JSON): ask for it as binary data ('binary_data': true) or in shared memory"
-    }
-  })
+t.test("an output's JSON is charged as written: its text, not the worst case of its elements", async (t) => {
+  const elements = 70_000 // more than one slice of text
+  // 70,000 threes: the digits, 69,999 commas and two brackets (at worst, 12 characters each)
+  const textLength = 2 * elements + 1
+  const inputs = [jsonInput('INPUT0', 'INT32', [elements], new Array(elements).fill(1)),
+    jsonInput('INPUT1', 'INT32', [elements], new Array(elements).fill(2))]
+  const answer = async (maxJsonResponseChars: number) => {
+    const { app } = await buildInferApp(t, [sumModel('simple', 'INT32', [-1])], { limits: { maxJsonResponseChars } })
+    return await infer(app, 'simple', { inputs, outputs: [{ name: 'OUTPUT0' }] })
+  }
+  const fits = await answer(textLength)
+  t.equal(fits.statusCode, 200, fits.body)
+  t.same(JSON.parse(fits.body).outputs[0].data, new Array(elements).fill(3))
+  assertError(t, await answer(textLength - 1), 400,
+    `output 'OUTPUT0' is too large to send as JSON (a response holds at most ${textLength - 1} characters of JSON): ` +
+    "ask for it as binary data ('binary_data': true) or in shared memory")
+})
+
+t.test('an empty output is two characters of JSON', async (t) => {
+  const { app } = await buildInferApp(t, [sumModel('simple', 'INT32', [-1])], { limits: { maxJsonResponseChars: 4 } })
+  const inputs = [jsonInput('INPUT0', 'INT32', [0], []), jsonInput('INPUT1', 'INT32', [0], [])]
+  const both = await infer(app, 'simple', { inputs })
+  t.equal(both.statusCode, 200, both.body)
+  t.same(JSON.parse(both.body).outputs.map((output: { data: unknown[] }) => output.data), [[], []])
 })
 
 t.test('an output the request did not ask for costs no JSON', async (t) => {
-  const { app } = await buildInferApp(t, [sumModel('simple', 'INT32', [-1])], { limits: { maxJsonResponseChars: 12 * 100 } })
+  const { app } = await buildInferApp(t, [sumModel('simple', 'INT32', [-1])], { limits: { maxJsonResponseChars: 300 } })
+  // OUTPUT0: 100 threes (201 characters); OUTPUT1: 100 minus ones (301)
   const inputs = [jsonInput('INPUT0', 'INT32', [100], new Array(100).fill(1)), jsonInput('INPUT1', 'INT32', [100], new Array(100).fill(2))]
-  const one = await infer(app, 'simple', { inputs, outputs: [{ name: 'OUTPUT1' }] })
+  const one = await infer(app, 'simple', { inputs, outputs: [{ name: 'OUTPUT0' }] })
   t.equal(one.statusCode, 200, 'one output fits the JSON limit, the other is not sent')
   assertError(t, await infer(app, 'simple', { inputs }), 400, /^output 'OUTPUT1' is too large to send as JSON/)
 })

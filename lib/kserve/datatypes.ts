@@ -18,27 +18,24 @@ interface FixedSize {
   array: TypedArrayConstructor
   /** What a JSON element must be, or undefined where JSON cannot carry the type. */
   json?: 'number' | 'boolean' | 'bigint'
-  /** The most characters one element takes in JSON, with its comma (`-2147483648,`, `false,`;
-   * floats print as doubles: `-2.2250738585072014e-308,`). */
-  jsonChars?: number
   /** Integer datatypes: bits and signedness, which bound what a JSON element may hold. */
   integer?: { bits: number, signed: boolean }
 }
 
 const FIXED_SIZE: Record<Exclude<Datatype, 'BYTES'>, FixedSize> = {
-  BOOL: { elementBytes: 1, array: Uint8Array, json: 'boolean', jsonChars: 6 },
-  UINT8: { elementBytes: 1, array: Uint8Array, json: 'number', jsonChars: 4, integer: { bits: 8, signed: false } },
-  UINT16: { elementBytes: 2, array: Uint16Array, json: 'number', jsonChars: 6, integer: { bits: 16, signed: false } },
-  UINT32: { elementBytes: 4, array: Uint32Array, json: 'number', jsonChars: 11, integer: { bits: 32, signed: false } },
-  UINT64: { elementBytes: 8, array: BigUint64Array, json: 'bigint', jsonChars: 21, integer: { bits: 64, signed: false } },
-  INT8: { elementBytes: 1, array: Int8Array, json: 'number', jsonChars: 5, integer: { bits: 8, signed: true } },
-  INT16: { elementBytes: 2, array: Int16Array, json: 'number', jsonChars: 7, integer: { bits: 16, signed: true } },
-  INT32: { elementBytes: 4, array: Int32Array, json: 'number', jsonChars: 12, integer: { bits: 32, signed: true } },
-  INT64: { elementBytes: 8, array: BigInt64Array, json: 'bigint', jsonChars: 21, integer: { bits: 64, signed: true } },
+  BOOL: { elementBytes: 1, array: Uint8Array, json: 'boolean' },
+  UINT8: { elementBytes: 1, array: Uint8Array, json: 'number', integer: { bits: 8, signed: false } },
+  UINT16: { elementBytes: 2, array: Uint16Array, json: 'number', integer: { bits: 16, signed: false } },
+  UINT32: { elementBytes: 4, array: Uint32Array, json: 'number', integer: { bits: 32, signed: false } },
+  UINT64: { elementBytes: 8, array: BigUint64Array, json: 'bigint', integer: { bits: 64, signed: false } },
+  INT8: { elementBytes: 1, array: Int8Array, json: 'number', integer: { bits: 8, signed: true } },
+  INT16: { elementBytes: 2, array: Int16Array, json: 'number', integer: { bits: 16, signed: true } },
+  INT32: { elementBytes: 4, array: Int32Array, json: 'number', integer: { bits: 32, signed: true } },
+  INT64: { elementBytes: 8, array: BigInt64Array, json: 'bigint', integer: { bits: 64, signed: true } },
   FP16: { elementBytes: 2, array: Uint8Array },
   BF16: { elementBytes: 2, array: Uint8Array },
-  FP32: { elementBytes: 4, array: Float32Array, json: 'number', jsonChars: 25 },
-  FP64: { elementBytes: 8, array: Float64Array, json: 'number', jsonChars: 25 }
+  FP32: { elementBytes: 4, array: Float32Array, json: 'number' },
+  FP64: { elementBytes: 8, array: Float64Array, json: 'number' }
 }
 
 export const DATATYPES = [...Object.keys(FIXED_SIZE), 'BYTES'] as Datatype[]
@@ -53,10 +50,6 @@ export const elementCount = (shape: number[]): number => shape.reduce((count, di
 
 /** The element count of `shape`, exact however large (a product of safe integers may not be one). */
 export const exactElementCount = (shape: number[]): bigint => shape.reduce((count, dim) => count * BigInt(dim), 1n)
-
-/** The most characters `count` elements take as JSON. Only for datatypes that `hasJsonForm`. */
-export const maxJsonChars = (datatype: Exclude<Datatype, 'BYTES'>, count: number): number =>
-  count * (FIXED_SIZE[datatype].jsonChars as number)
 
 /** True when `typedArrayOver` copies `bytes`: they are not aligned to the datatype's element size. */
 export const copiedOver = (datatype: Exclude<Datatype, 'BYTES'>, bytes: Uint8Array): boolean =>
@@ -131,10 +124,11 @@ export function typedArrayFromJson (input: string, datatype: Exclude<Datatype, '
 export const hasJsonForm = (datatype: Datatype): boolean =>
   datatype === 'BYTES' || FIXED_SIZE[datatype].json !== undefined
 
-/** JSON text of a typed array's elements: exact for 64-bit integers, null for non-finite floats.
- * Only for datatypes that `hasJsonForm`. */
-export function jsonOfTypedArray (datatype: Exclude<Datatype, 'BYTES'>, data: TypedArray): string {
-  if (datatype === 'BOOL') return `[${Array.from(data as Uint8Array, (value) => value !== 0).join(',')}]`
-  if (FIXED_SIZE[datatype].json === 'bigint') return `[${data.join(',')}]`
-  return JSON.stringify(Array.from(data as Float64Array))
+/** JSON text of a typed array's elements, comma-separated, without the brackets: exact for 64-bit
+ * integers, null for non-finite floats. Only for datatypes that `hasJsonForm`. */
+export function jsonElementsOf (datatype: Exclude<Datatype, 'BYTES'>, data: TypedArray): string {
+  if (datatype === 'BOOL') return Array.from(data as Uint8Array, (value) => value !== 0).join(',')
+  if (FIXED_SIZE[datatype].json === 'bigint') return data.join(',')
+  const text = JSON.stringify(Array.from(data as Float64Array))
+  return text.slice(1, -1)
 }

@@ -8,7 +8,7 @@ import * as errors from '../errors'
 import { jsonOfBytesTensor, serializedSize, writeBytesTensor } from './bytes-tensor'
 import { checkClassifiable, checkClassificationSize, classify } from './classification'
 import {
-  bytesOf, elementBytes, exactElementCount, hasJsonForm, jsonOfTypedArray, maxJsonChars, newTypedArray, typedArrayOver
+  bytesOf, elementBytes, exactElementCount, hasJsonForm, jsonElementsOf, newTypedArray, typedArrayOver
 } from './datatypes'
 import { Parameters } from './infer-wire'
 
@@ -100,7 +100,7 @@ function classified (output: ProducedOutput, plan: OutputPlan): ProducedOutput {
 /**
  * Storage for an output: a view of its shared memory (written in place) or a new array. Refuses,
  * before the model writes anything, what the response could not carry: a region too small, too
- * many BYTES elements, or more JSON than `json` has left.
+ * many BYTES elements, more binary data than `binary` has left (JSON is measured as it is written).
  */
 export function outputStorage (spec: TensorSpec, shape: number[], plan: OutputPlan | undefined,
   limits: Required<InferLimits>, budgets: ResponseBudgets): TensorData {
@@ -121,13 +121,9 @@ export function outputStorage (spec: TensorSpec, shape: number[], plan: OutputPl
     return newTypedArray(datatype, Number(count))
   }
   if (plan?.lease === undefined) {
-    if (sentAsJson(plan)) {
-      // JSON's typed array is a fraction of its characters' budget (an element takes at least 2).
-      budgets.json.charge(spec.name, maxJsonChars(datatype, Number(count)))
-      budgets.hold(Number(required))
-    } else {
-      chargeBytes(budgets.binary, spec.name, required)
-    }
+    // JSON's text is charged as it is written (`jsonOf`), its typed array now.
+    if (sentAsJson(plan)) budgets.hold(Number(required))
+    else chargeBytes(budgets.binary, spec.name, required)
     return newTypedArray(datatype, Number(count))
   }
   if (plan.lease.byteSize < required) throw errors.outputTooSmall(spec.name, plan.lease.byteSize, required)
@@ -223,13 +219,27 @@ function binaryOf ({ spec, data }: ProducedOutput, budget: ResponseBudget): Uint
   return bytes
 }
 
-/** JSON of an output's elements. Fixed-size outputs were charged their worst case for storage;
- * BYTES are measured as they are written. */
+/** Elements written to JSON at a time: what the text holds beyond its charge is one slice's. */
+const JSON_SLICE_ELEMENTS = 65_536
+
+/** JSON of an output's elements, charged as it is written: a response holds its text, not the
+ * worst case of its elements (an FP32 zero takes two characters, a float as a double up to 25). */
 function jsonOf ({ spec, data }: ProducedOutput, json: ResponseBudget): string {
-  if (spec.datatype !== 'BYTES') return jsonOfTypedArray(spec.datatype, data as TypedArray)
+  if (spec.datatype !== 'BYTES') return jsonOfFixedSize(spec.name, spec.datatype, data as TypedArray, json)
   const text = jsonOfBytesTensor(spec.name, data as Buffer[], json.left)
   json.charge(spec.name, text?.length ?? Infinity)
   return text as string
+}
+
+function jsonOfFixedSize (name: string, datatype: FixedDatatype, data: TypedArray, json: ResponseBudget): string {
+  json.charge(name, 2) // the brackets
+  const slices: string[] = []
+  for (let start = 0; start < data.length; start += JSON_SLICE_ELEMENTS) {
+    const text = jsonElementsOf(datatype, data.subarray(start, start + JSON_SLICE_ELEMENTS))
+    json.charge(name, text.length + (slices.length > 0 ? 1 : 0)) // with the comma before it
+    slices.push(text)
+  }
+  return `[${slices.join(',')}]`
 }
 
 /** One output of a response as every transport lists it: its bytes unless in shared memory. */
