@@ -11,11 +11,11 @@ export const MAX_CHUNKS = 65_536
 /** `Transform` with the bytes it passed: Fastify compares them with `Content-Length`. */
 export type CountedBody = Transform & { readonly receivedEncodedLength: number }
 
-/** Small pieces of a chunked body are passed on joined, up to this many bytes or pieces at once:
- * the parser collects the body, and a Buffer per piece it kept (a chunk of one byte costs a hundred)
- * would outlive many collections, and the process its memory. */
+/** Small pieces of a chunked body are copied, as they come, into one buffer of this many bytes,
+ * passed on when full: Node's HTTP parser hands over a chunk as a Buffer of its own (a hundred
+ * bytes for a chunk of one) over the socket read that brought it; held until joined, they would
+ * outlive collections, and keep those reads' memory, and the process would keep its pages. */
 const JOINED_BYTES = 64 * 1024
-const JOINED_PIECES = 1024
 
 /**
  * `payload` through a stream that counts its bytes; for a `chunked` body, each piece Node's HTTP
@@ -27,12 +27,12 @@ const JOINED_PIECES = 1024
 export function receivedBytes (payload: Readable, chunked: boolean, charge: (bytes: number) => void): CountedBody {
   let bytes = 0
   let pieces = 0
-  let pending: Buffer[] = []
-  let pendingBytes = 0
-  const joined = () => {
-    const piece = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes)
-    pending = []
-    pendingBytes = 0
+  let joining = Buffer.allocUnsafe(0)
+  let joined = 0
+  const flushJoined = (): Buffer | undefined => {
+    if (joined === 0) return undefined
+    const piece = joining.subarray(0, joined)
+    joined = 0
     return piece
   }
   const counted = new Transform({
@@ -42,15 +42,18 @@ export function receivedBytes (payload: Readable, chunked: boolean, charge: (byt
       try {
         if (++pieces > MAX_CHUNKS) throw errors.tooManyChunks(MAX_CHUNKS)
         charge(chunk.length)
-        pending.push(chunk)
-        pendingBytes += chunk.length
-        next(null, pendingBytes >= JOINED_BYTES || pending.length === JOINED_PIECES ? joined() : undefined)
       } catch (error) {
-        next(error as Error)
+        return next(error as Error)
       }
+      if (joined > 0 && joined + chunk.length > JOINED_BYTES) this.push(flushJoined())
+      if (chunk.length >= JOINED_BYTES) return next(null, chunk)
+      if (joined === 0) joining = Buffer.allocUnsafe(JOINED_BYTES)
+      chunk.copy(joining, joined)
+      joined += chunk.length
+      next()
     },
     flush (next) {
-      next(null, pending.length > 0 ? joined() : undefined)
+      next(null, flushJoined())
     }
   })
   // Fastify stops listening once it has refused a body (413): a later error must not be thrown.
