@@ -136,7 +136,7 @@ t.test('a path taken is refused, and what is there is left alone', async (t) => 
     await once(other, 'listening')
     t.teardown(() => new Promise((resolve) => other.close(resolve)))
     const app = await service(t, { port: 0, path: socketPath })
-    await t.rejects(app.ready(), { code: 'ERR_SHM_GRPC_SOCKET_PATH_TAKEN', message: message(socketPath) })
+    await t.rejects(async () => { await app.ready() }, { code: 'ERR_SHM_GRPC_SOCKET_PATH_TAKEN', message: message(socketPath) })
     const connection = net.connect(socketPath)
     const [answer] = await once(connection, 'data') as [Buffer]
     t.equal(answer.toString(), 'still here')
@@ -146,7 +146,7 @@ t.test('a path taken is refused, and what is there is left alone', async (t) => 
     const socketPath = path.join(directory, 'left.sock')
     writeFileSync(socketPath, 'not a socket')
     const app = await service(t, { path: socketPath })
-    await t.rejects(app.ready(), { code: 'ERR_SHM_GRPC_SOCKET_PATH_TAKEN', message: message(socketPath) })
+    await t.rejects(async () => { await app.ready() }, { code: 'ERR_SHM_GRPC_SOCKET_PATH_TAKEN', message: message(socketPath) })
     t.equal(readFileSync(socketPath, 'utf8'), 'not a socket')
   })
 })
@@ -154,14 +154,14 @@ t.test('a path taken is refused, and what is there is left alone', async (t) => 
 t.test('a path that cannot be a socket\'s: refused before anything is bound', async (t) => {
   const long = path.join(socketDirectory(t), 'x'.repeat(120) + '.sock')
   const app = await service(t, { path: long })
-  await t.rejects(app.ready(), {
+  await t.rejects(async () => { await app.ready() }, {
     name: 'TypeError',
     code: 'ERR_SHM_GRPC_SOCKET_PATH_TOO_LONG',
     message: `fastify-triton-shm: option 'grpc.path' '${long}' is longer than the 107 bytes a socket's path may hold`
   })
   t.notOk(existsSync(long))
   const nowhere = path.join(socketDirectory(t), 'missing', 'grpc.sock')
-  await t.rejects((await service(t, { path: nowhere })).ready(), { message: /^listen E[A-Z]+: .*\/missing\/grpc\.sock$/ }, 'a directory that is not there: the bind\'s own error')
+  await t.rejects(async () => { await (await service(t, { path: nowhere })).ready() }, { message: /^listen E[A-Z]+: .*\/missing\/grpc\.sock$/ }, 'a directory that is not there: the bind\'s own error')
   await t.rejects(service(t, { socketMode: 0o600 }), { code: 'ERR_SHM_INVALID_OPTION', message: /must have property path when property socketMode is present/ },
     'a mode with no socket')
 })
