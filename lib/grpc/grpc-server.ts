@@ -7,12 +7,12 @@
  *
  * It listens on TCP, on a Unix domain socket (`path`), or both, accepts connections itself and
  * hands them to grpc-js (a connection injector), so that it knows each call's socket: the shared
- * memory RPCs ask the kernel who is at its other end (the peer rule), and a call whose answer waits on a connection that took none of it for
- * the send timeout has that connection dropped, as over HTTP. Messages it receives are bounded
- * before they are decoded: by a size sized from the registry's `inFlight` budget (compressed ones
- * included: they stop inflating at that size), then by what their decoded form will take, charged
- * to that budget as they arrive, with the message; a paused stream reads no more
- * (`receivedMessages`).
+ * memory RPCs ask the kernel who is at its other end (the peer rule), and a call whose answer
+ * waits on a connection that took none of it for the send timeout has that connection dropped, as
+ * over HTTP. Messages it receives are bounded before they are decoded: by a size sized from the
+ * registry's `inFlight` budget (compressed ones included: they stop inflating at that size), then
+ * by what their decoded form will take, charged to that budget as they arrive, with the message; a
+ * paused stream reads no more (`receivedMessages`).
  */
 import { once } from 'node:events'
 import net from 'node:net'
