@@ -31,8 +31,10 @@ export interface ClientOptions {
    * as Triton's clients do when they make a client per call, or one connection per request in flight. */
   headers?: Record<string, string>
   log?: (line: string) => void
-  /** The service's gRPC listener (`host:port`): the flows run over gRPC too. */
+  /** The service's gRPC listener (`host:port`, or `unix:///path` for its GRPC_SOCKET): the flows run over gRPC too. */
   grpcAddress?: string
+  /** The service's HTTP_SOCKET: HTTP requests go there (`baseUrl` gives their path, e.g. `http://localhost`). */
+  socketPath?: string
 }
 
 /** What the flows call: the HTTP client, or its gRPC face. */
@@ -187,7 +189,7 @@ async function runClassifier (client: ShmClient, transcript: Transcript, suffix:
 export async function runClient (baseUrl: string, options: ClientOptions = {}): Promise<ClientRun> {
   const transcript = new Transcript(options.log ?? (() => {}))
   const suffix = options.keySuffix ?? ''
-  await runFlows(new KServeClient(baseUrl, { headers: options.headers }), transcript, suffix)
+  await runFlows(new KServeClient(baseUrl, { headers: options.headers, socketPath: options.socketPath }), transcript, suffix)
   if (options.grpcAddress !== undefined) {
     const grpc = new GrpcKServeClient(options.grpcAddress)
     try {
@@ -211,7 +213,7 @@ async function runFlows (client: ShmClient, transcript: Transcript, suffix: stri
 
 if (require.main === module) {
   const baseUrl = process.argv[2] ?? 'http://127.0.0.1:8000'
-  runClient(baseUrl, { log: console.log, keySuffix: process.env.KEY_SUFFIX ?? '', grpcAddress: process.argv[3] })
+  runClient(baseUrl, { log: console.log, keySuffix: process.env.KEY_SUFFIX ?? '', grpcAddress: process.argv[3], socketPath: process.env.HTTP_SOCKET })
     .then(({ ok }) => {
       console.log(ok ? 'PASS: every result checked correct' : 'FAIL: some results were wrong')
       process.exit(ok ? 0 : 1)

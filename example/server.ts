@@ -12,6 +12,10 @@
  * and the same models behind both, with Triton's model repository extension (index, load, unload)
  * and Triton's Prometheus metrics at /metrics, and on METRICS_PORT too (Triton's is 8002) when set.
  *
+ * HTTP_SOCKET and GRPC_SOCKET serve HTTP and gRPC on these Unix domain sockets too: instead of the
+ * transport's port, unless the port is given too (PORT, GRPC_PORT, --http-port, --grpc-port), then
+ * beside it. The peer rule knows a client on a socket by SO_PEERCRED.
+ *
  * WORKERS=4 runs it as 4 node:cluster workers on one port sharing one registry (./cluster.ts).
  * It also serves its API in a browser at /documentation (Swagger UI).
  *
@@ -20,6 +24,8 @@
  *   npm run example:server -- --http-port=8000 --model-control-mode=explicit --load-model=simple
  */
 import cluster from 'node:cluster'
+import { once } from 'node:events'
+import net from 'node:net'
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, {
   apiFrameworkErrors, type ClientShmAccess, DEFAULT_MAX_IN_FLIGHT_BYTES, type InferRequest, kserveErrorHandler, kserveModels, ModelTable, tritonMetricsPlugin
@@ -54,6 +60,8 @@ export interface ServerOptions {
    * (default 127.0.0.1). Default: HTTP only. */
   grpcPort?: number
   grpcHost?: string
+  /** Also serve KServe V2 over gRPC on this Unix domain socket (beside `grpcPort`, if given). */
+  grpcSocket?: string
   /** Also serve the metrics on this port, as Triton does on 8002 (0: any free port), on
    * `metricsHost` (default: `grpcHost`'s address). Default: at /metrics of the HTTP port only. */
   metricsPort?: number
@@ -152,10 +160,10 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     ...(options.restrictedApi !== undefined && { restrictedApi: options.restrictedApi }),
     ...(options.restrictedApis !== undefined && { restrictedApis: options.restrictedApis }),
     ...(options.sharedRegistry !== undefined && { sharedRegistry: options.sharedRegistry }),
-    ...(options.grpcPort !== undefined && {
+    ...((options.grpcPort !== undefined || options.grpcSocket !== undefined) && {
       grpc: {
-        host: options.grpcHost,
-        port: options.grpcPort,
+        ...(options.grpcPort !== undefined && { host: options.grpcHost, port: options.grpcPort }),
+        ...(options.grpcSocket !== undefined && { path: options.grpcSocket }),
         models: table,
         server: { name: SERVER_NAME, version },
         ...(options.restrictedProtocols !== undefined && { restrictedProtocols: options.restrictedProtocols })
@@ -196,6 +204,36 @@ function envSwitch (name: string, fallback: boolean): boolean {
   throw new Error(`${name} must be true or false, not '${value}'`)
 }
 
+/** A port from tritonserver's flag, else its environment variable; undefined if neither is set. */
+const portOf = (flag: number | undefined, variable: string): number | undefined =>
+  flag ?? (process.env[variable] === undefined ? undefined : Number(process.env[variable]))
+
+/** The gRPC listener's port and socket: GRPC_SOCKET instead of the port unless one is given, beside it if one is. */
+function grpcAddresses (flags: ServerFlags): Pick<ServerOptions, 'grpcPort' | 'grpcSocket'> {
+  const socket = process.env.GRPC_SOCKET
+  const port = portOf(flags.grpcPort, 'GRPC_PORT')
+  return {
+    ...(socket !== undefined && { grpcSocket: socket }),
+    ...((port !== undefined || socket === undefined) && { grpcPort: port ?? 8001 })
+  }
+}
+
+/** HTTP on HTTP_SOCKET instead of the port unless one is given, beside it if one is: a second
+ * listener hands its connections to the app's server, whose requests then carry that socket. */
+async function listenHttp (app: FastifyInstance, host: string, port: number | undefined, socket: string | undefined): Promise<void> {
+  if (socket === undefined || port === undefined) {
+    await app.listen(socket === undefined ? { host, port: port ?? 8000 } : { path: socket })
+    return
+  }
+  await app.listen({ host, port })
+  const beside = net.createServer((connection) => app.server.emit('connection', connection))
+  beside.listen(socket)
+  await once(beside, 'listening')
+  // Closed (and its file removed) with the app's server.
+  app.server.once('close', () => beside.close())
+  app.log.info(`Server listening at ${socket}`)
+}
+
 /** The service's options from tritonserver's `flags`, each winning over its environment variable. */
 function optionsOf (flags: ServerFlags): ServerOptions {
   const host = process.env.HOST ?? '127.0.0.1'
@@ -208,7 +246,7 @@ function optionsOf (flags: ServerFlags): ServerOptions {
     sharedRegistry: storePath === undefined ? undefined : { path: storePath },
     documentation: true,
     grpcHost: flags.grpcHost ?? host,
-    ...(flags.grpc !== false && { grpcPort: flags.grpcPort ?? Number(process.env.GRPC_PORT ?? 8001) }),
+    ...(flags.grpc !== false && grpcAddresses(flags)),
     ...(metricsPort !== undefined && { metricsPort }),
     metricsHost: flags.metricsHost ?? host,
     metrics: flags.metrics ?? true,
@@ -259,7 +297,7 @@ async function main () {
     app.log.info('HTTP not served (--allow-http=false)')
     return
   }
-  await app.listen({ host: flags.httpHost ?? process.env.HOST ?? '127.0.0.1', port: flags.httpPort ?? Number(process.env.PORT ?? 8000) })
+  await listenHttp(app, flags.httpHost ?? process.env.HOST ?? '127.0.0.1', portOf(flags.httpPort, 'PORT'), process.env.HTTP_SOCKET)
 }
 
 if (require.main === module) {

@@ -601,6 +601,9 @@ export const notATensor = usage('ERR_SHM_ONNX_NOT_A_TENSOR', (value: string) =>
 export const noKServeDatatype = usage('ERR_SHM_ONNX_NO_DATATYPE', (value: string, type: string) =>
   `graph tensor '${value}' has type ${type}, which KServe has no datatype for`)
 
+export const grpcSocketPathTooLong = usage('ERR_SHM_GRPC_SOCKET_PATH_TOO_LONG', (socketPath: string, most: number) =>
+  `fastify-triton-shm: option 'grpc.path' '${socketPath}' is longer than the ${most} bytes a socket's path may hold`)
+
 // The environment (kind `setup`): a feature that cannot start here; the first argument is the cause
 
 export const missingPeerDependency = setup('ERR_SHM_MISSING_PEER_DEPENDENCY', (feature: string, name: string) =>
@@ -618,6 +621,12 @@ export const channelPathTooLong = setup('ERR_SHM_CHANNEL_PATH_TOO_LONG', (socket
   'fastify-triton-shm: the processes of a service that shares a registry and serves models call one another on ' +
   `sockets beside the store, and '${socketPath}' is longer than the ${most} bytes a socket's path may hold: ` +
   'give sharedRegistry a shorter path')
+
+/** The gRPC listener's socket path is taken: by a server listening there, or by a file left behind
+ * (a socket of a server that stopped without closing it). Never removed here: it may be another's. */
+export const grpcSocketPathTaken = setup('ERR_SHM_GRPC_SOCKET_PATH_TAKEN', (socketPath: string) =>
+  `fastify-triton-shm: cannot listen for gRPC on '${socketPath}': a file is there already ` +
+  '(a server listening on it, or a socket left by one that stopped without closing): remove it if no server uses it')
 
 export const onnxRuntimeLoadFailed = setup('ERR_SHM_ONNX_RUNTIME_LOAD_FAILED', (library: string, message: string) =>
   `fastify-triton-shm/onnxruntime could not load ONNX Runtime from ${library}: ${message}`)

@@ -45,8 +45,9 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The system shared memory registry (decorator name configurable with the `decorator` option). */
     systemSharedMemory: SystemSharedMemoryRegistry
-    /** With the `grpc` option: the gRPC listener's bound port, once the app is ready. */
-    tritonGrpc: { port: number | undefined }
+    /** With the `grpc` option: the gRPC listener's bound port and its Unix socket's path (each
+     * undefined when it does not listen there), once the app is ready. */
+    tritonGrpc: { port: number | undefined, path: string | undefined }
   }
 }
 

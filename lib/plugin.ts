@@ -34,10 +34,11 @@ const plugin: FastifyPluginAsync<FastifyTritonShmOptions & LogOptions> = async (
   app.decorate(decorator, registry)
   let grpcListener: GrpcListener | undefined
   if (grpc !== undefined) {
-    app.decorate('tritonGrpc', { getter: () => ({ port: grpcListener?.port }) })
+    app.decorate('tritonGrpc', { getter: () => ({ port: grpcListener?.port, path: grpcListener?.path }) })
     app.addHook('onReady', async () => {
       grpcListener = await listenGrpc(grpc, { api, restrictions: grpcRestrictions, log: logger })
-      logger.info({ port: grpcListener.port }, 'KServe gRPC listening')
+      const { port, path } = grpcListener
+      logger.info({ ...(port !== undefined && { port }), ...(path !== undefined && { path }) }, 'KServe gRPC listening')
     })
   }
   // The listener's stop begins with the app's (preClose): from then on new calls and new stream

@@ -76,7 +76,7 @@ t.test('a paused stream reads no more: its client\'s next requests wait in HTTP/
   const gate = new Gate(false)
   const { registry, listener } = await listening(t, [held(gate), sink], budget)
   const { streams } = listener
-  const raw = rawGrpc(t, listener.port)
+  const raw = rawGrpc(t, listener.port as number)
   const stream = rawStream(raw, 'ModelStreamInfer')
   const small = framed(encoded('ModelStreamInfer', { model_name: 'held', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }], raw_input_contents: [Buffer.alloc(4)] }))
   for (let index = 0; index < 64; index++) stream.write(small)
@@ -116,7 +116,7 @@ t.test('gzip and deflate messages of several sizes to every kind of RPC: served,
   const budget = 64 * MiB
   const { registry, listener } = await listening(t, [sink], budget, { repository: true })
   const { inFlight } = registry
-  const raw = rawGrpc(t, listener.port)
+  const raw = rawGrpc(t, listener.port as number)
   const ok = (answer: { status?: number, details?: string }, what: string) => t.equal(answer.status, status.OK, `${what}: ${answer.details ?? 'OK'}`)
   for (const byteSize of [KiB, 256 * KiB, 4 * MiB]) {
     for (const compression of ['gzip', 'deflate'] as const) {
@@ -156,7 +156,7 @@ t.test('a compressed message that inflates past the limit, or would cost too muc
   const budget = 64 * MiB
   const { registry, listener } = await listening(t, [sink], budget, { repository: true })
   const { inFlight } = registry
-  const raw = rawGrpc(t, listener.port)
+  const raw = rawGrpc(t, listener.port as number)
   const limit = budget / 4
   for (const compression of ['gzip', 'deflate'] as const) {
     for (const method of ['ModelInfer', 'RepositoryIndex']) {
@@ -194,7 +194,7 @@ t.test('every RPC\'s message is charged before it is decoded, and given back whe
   const loadable: ModelDeclaration = { ...sink, name: 'loadable', async load () { await loading.pass() } }
   const { registry, listener } = await listening(t, [sink, loadable], budget, { repository: { allowOverrides: true } })
   const { inFlight } = registry
-  const raw = rawGrpc(t, listener.port)
+  const raw = rawGrpc(t, listener.port as number)
   const config = JSON.stringify({ max_batch_size: 0 }) + ' '.repeat(MiB)
   const load = raw.call('RepositoryModelLoad', framed(encoded('RepositoryModelLoad', { model_name: 'loadable', parameters: { config: { string_param: config } } })))
   await loading.untilHeld(1)
@@ -243,7 +243,7 @@ t.test('ModelInfer\'s message is charged once, as it arrives, with its request; 
     const message = encoded('ModelInfer', { model_name: 'sink', inputs: [{ name: 'IN', datatype, shape }], raw_input_contents: [Buffer.alloc(byteSize)] })
     // The frame's 5-byte prefix, then the message, whose raw contents come last.
     t.not((5 + message.length - byteSize) % 4, 0, `${what}: its bytes at an offset no Float32Array starts at`)
-    const answer = await rawGrpc(t, listener.port).call('ModelInfer', framed(message))
+    const answer = await rawGrpc(t, listener.port as number).call('ModelInfer', framed(message))
     t.equal(answer.status, status.OK, `${what}: served (${answer.details ?? 'OK'})`)
     const peak = registry.inFlight.peakBytes
     t.ok(peak >= copies * byteSize && peak < copies * byteSize + MiB, `${what}: ${peak} bytes held at its peak`)

@@ -1,7 +1,7 @@
 /**
  * Safe by default: a client may register only shared memory it could open read-write itself,
  * its user asked of the kernel, never of anything it sends. Clients run as a second local user
- * (`shmpeer`) and as root, over HTTP on TCP and on a Unix socket and over gRPC, against objects of
+ * (`shmpeer`) and as root, over HTTP and gRPC, each on TCP and on a Unix socket, against objects of
  * root's (private, readable by others, read-write for all) and of their own; plus a client in
  * another network namespace, whom the kernel cannot name. Every refusal maps nothing and changes
  * nothing; `clientShmAccess` opens the rule as documented. The rule's decisions are also checked by
@@ -14,7 +14,7 @@ import path from 'node:path'
 import { credentials, Server, ServerCredentials, status } from '@grpc/grpc-js'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import { connectionInterceptor, inferenceService, sharedMemoryService } from '../lib/grpc'
+import { connectionInterceptor, GrpcKServeClient, inferenceService, sharedMemoryService } from '../lib/grpc'
 import fastifyTritonShm, { type ClientShmAccess, Registry } from '../lib/index'
 import { userGroups } from '../lib/addon/peer-identity'
 import { type CallerConnection, CLIENT_SHM_ACCESS, PeerPolicy } from '../lib/registry/peer-policy'
@@ -180,7 +180,7 @@ t.test('an identity the object\'s owner and mode refuse: nothing mapped, nothing
     'a client the kernel cannot name is refused before the object is opened')
 })
 
-t.test('a second local user reaches only what it could open itself: HTTP, gRPC, a Unix socket; root reaches all', async (t) => {
+t.test('a second local user reaches only what it could open itself: HTTP, gRPC, each on TCP and a Unix socket; root reaches all', async (t) => {
   const user = peerUser(t, 'clients running as another local user')
   if (user === undefined) return
   const script = registerClient(t)
@@ -192,7 +192,9 @@ t.test('a second local user reaches only what it could open itself: HTTP, gRPC, 
   const socketDirectory = sharedScratch(t, 'peer-socket')
   const unixApp = Fastify()
   t.teardown(() => unixApp.close())
-  await unixApp.register(fastifyTritonShm)
+  // The plugin's gRPC listener on a socket of its own: a mode that lets the second user connect.
+  const grpcSocketPath = path.join(socketDirectory, 'grpc.sock')
+  await unixApp.register(fastifyTritonShm, { grpc: { path: grpcSocketPath, socketMode: 0o777 } })
   const socketPath = path.join(socketDirectory, 'api.sock')
   await unixApp.listen({ path: socketPath })
   chmodSync(socketPath, 0o777)
@@ -204,19 +206,25 @@ t.test('a second local user reaches only what it could open itself: HTTP, gRPC, 
     registerFrom(script, ['grpc', grpcAddress, '-', name, key, '64'], runAs)
   const overUnixSocket = (name: string, key: string, runAs: RunAs = asPeer) =>
     registerFrom(script, ['http', socketPath, '-', name, key, '64'], runAs)
+  const overGrpcUnixSocket = (name: string, key: string, runAs: RunAs = asPeer) =>
+    registerFrom(script, ['grpc', `unix://${grpcSocketPath}`, '-', name, key, '64'], runAs)
 
   t.test('root\'s private object (0600): refused, nothing mapped', async (t) => {
     t.same(await overHttp('private', rootPrivate), { status: 403, body: JSON.stringify({ error: DENIED('private', rootPrivate) }) }, 'HTTP: 403')
     t.same(await overGrpc('private', rootPrivate), { code: 7, details: DENIED('private', rootPrivate) }, 'gRPC: PERMISSION_DENIED')
     t.same(await overUnixSocket('private', rootPrivate), { status: 403, body: JSON.stringify({ error: DENIED('private', rootPrivate) }) },
       'Unix socket: 403 (SO_PEERCRED)')
+    t.same(await overGrpcUnixSocket('private', rootPrivate), { code: 7, details: DENIED('private', rootPrivate) },
+      'gRPC on a Unix socket: PERMISSION_DENIED (SO_PEERCRED)')
     t.same(mappingsOf(rootPrivate), [], 'never mapped')
     t.same(app.systemSharedMemory.status(), [], 'nothing registered')
+    t.same(unixApp.systemSharedMemory.status(), [], 'nothing registered on the Unix sockets')
   })
 
   t.test('root\'s object others may only read (0644): refused, never mapped read-write', async (t) => {
     t.same(await overHttp('readable', rootReadable), { status: 403, body: JSON.stringify({ error: DENIED('readable', rootReadable) }) })
     t.same(await overGrpc('readable', rootReadable), { code: 7, details: DENIED('readable', rootReadable) })
+    t.same(await overGrpcUnixSocket('readable', rootReadable), { code: 7, details: DENIED('readable', rootReadable) })
     t.same(mappingsOf(rootReadable), [], 'never mapped')
     t.same(app.systemSharedMemory.status(), [])
   })
@@ -227,7 +235,9 @@ t.test('a second local user reaches only what it could open itself: HTTP, gRPC, 
     t.same(await overUnixSocket('own-unix', peersOwn), { status: 200, body: '' }, 'its own over a Unix socket')
     t.same(await overHttp('everyones', everyones), { status: 200, body: '' }, 'read-write for all, over HTTP')
     t.same(await overGrpc('everyones-grpc', everyones), { code: 0 }, 'read-write for all, over gRPC')
+    t.same(await overGrpcUnixSocket('own-grpc-unix', peersOwn), { code: 0 }, 'its own over gRPC on a Unix socket')
     t.same(app.systemSharedMemory.status().map(({ name }) => name), ['everyones', 'everyones-grpc', 'own', 'own-grpc'])
+    t.same(unixApp.systemSharedMemory.status().map(({ name }) => name), ['own-grpc-unix', 'own-unix'])
     app.systemSharedMemory.unregisterAll()
     unixApp.systemSharedMemory.unregisterAll()
   })
@@ -237,7 +247,18 @@ t.test('a second local user reaches only what it could open itself: HTTP, gRPC, 
     t.same(await overHttp('root-private', rootPrivate, asRoot), { status: 200, body: '' })
     t.same(await overGrpc('root-readable', rootReadable, asRoot), { code: 0 })
     t.same(await overUnixSocket('root-own', peersOwn, asRoot), { status: 200, body: '' })
+    t.same(await overGrpcUnixSocket('root-private', rootPrivate, asRoot), { code: 0 }, 'gRPC on a Unix socket: root\'s own')
     app.systemSharedMemory.unregisterAll()
+    unixApp.systemSharedMemory.unregisterAll()
+  })
+
+  t.test('each connection on the gRPC socket is its own client: root\'s, open before a second user\'s call, is still root\'s', async (t) => {
+    const rootClient = new GrpcKServeClient(`unix://${grpcSocketPath}`)
+    t.teardown(() => rootClient.close())
+    t.same(await rootClient.systemSharedMemoryStatus(), [], 'root\'s connection open')
+    t.same(await overGrpcUnixSocket('private', rootPrivate), { code: 7, details: DENIED('private', rootPrivate) }, 'the second user, on its own connection')
+    await rootClient.registerSystemSharedMemory('root-after', rootPrivate, 64)
+    t.same(unixApp.systemSharedMemory.status().map(({ name }) => name), ['root-after'], 'root, on its connection opened first')
     unixApp.systemSharedMemory.unregisterAll()
   })
 
@@ -291,7 +312,7 @@ t.test('the option is checked at registration', async (t) => {
     { code: 'ERR_SHM_INVALID_OPTION', message: "fastify-triton-shm: option 'clientShmAccess' must be equal to one of the allowed values" })
 })
 
-t.test('gRPC calls whose connection the server cannot tell (no connectionInterceptor, a Unix socket) are refused, never let through', async (t) => {
+t.test('gRPC calls whose connection the server cannot tell (no connectionInterceptor; a host\'s own server on a Unix socket) are refused, never let through', async (t) => {
   const registry = new Registry()
   t.teardown(() => registry.close())
   const key = makeObject(t, PAGE_SIZE, 'no_interceptor')
@@ -300,7 +321,8 @@ t.test('gRPC calls whose connection the server cannot tell (no connectionInterce
   const refusal = await bare.fail('SystemSharedMemoryRegister', { name: 'r', key, byte_size: 64 })
   t.equal(refusal.code, status.PERMISSION_DENIED)
   t.match(refusal.details, /the connecting client's user cannot be found on this host/)
-  // Over a Unix socket grpc-js tells no ports: the lookup has nothing to ask.
+  // A host's own server on a Unix socket (grpc-js binds it): grpc-js tells no ends, and the server
+  // does not know the socket. The plugin's listener does (test/unix-sockets.test.ts).
   const socketPath = path.join(sharedScratch(t, 'grpc-unix'), 'grpc.sock')
   const server = new Server({ interceptors: [connectionInterceptor()] })
   server.addService(inferenceService().service, sharedMemoryService(registry))

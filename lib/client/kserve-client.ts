@@ -3,6 +3,7 @@
  * regions (made with `SharedMemoryObject`) and sends inference requests that point at them.
  */
 import type { ErrorResponse, InferRequestWire, InferResponseWire, SharedMemoryRegionStatus } from '../../types'
+import { fetchExchange, type HttpExchange, socketExchange } from './http-exchange'
 
 /** An error answered by the server, with its status and `{"error"}` message. */
 export class ServerError extends Error {
@@ -15,6 +16,9 @@ export class ServerError extends Error {
 export interface ClientOptions {
   /** Headers sent with every request (e.g. the restricted API header). */
   headers?: Record<string, string>
+  /** A Unix domain socket the server listens on (`app.listen({ path })`): requests go there, with
+   * the path (and Host header) of `baseUrl` (e.g. `http://localhost`). */
+  socketPath?: string
 }
 
 /** The `{"error"}` message of an error body; undefined for anything else (a proxy's HTML page, nothing). */
@@ -33,21 +37,23 @@ const CUDA = '/v2/cudasharedmemory'
 export class KServeClient {
   readonly #baseUrl: string
   readonly #headers: Record<string, string>
+  readonly #exchange: HttpExchange
 
-  /** `baseUrl`: where the server listens, with any route prefix (e.g. `http://127.0.0.1:8000`). */
+  /** `baseUrl`: where the server listens, with any route prefix (e.g. `http://127.0.0.1:8000`;
+   * with `socketPath`, e.g. `http://localhost`). */
   constructor (baseUrl: string, options: ClientOptions = {}) {
     this.#baseUrl = baseUrl.replace(/\/+$/, '')
     this.#headers = options.headers ?? {}
+    this.#exchange = options.socketPath === undefined ? fetchExchange : socketExchange(options.socketPath)
   }
 
   async #call (method: 'GET' | 'POST', path: string, body?: unknown): Promise<string> {
-    const response = await fetch(this.#baseUrl + path, {
+    const { status, statusText, text } = await this.#exchange(this.#baseUrl + path, {
       method,
       headers: this.#headers,
-      body: body === undefined ? undefined : JSON.stringify(body)
+      ...(body !== undefined && { body: JSON.stringify(body) })
     })
-    const text = await response.text()
-    if (!response.ok) throw new ServerError(response.status, errorMessage(text) ?? response.statusText)
+    if (status < 200 || status > 299) throw new ServerError(status, errorMessage(text) ?? statusText)
     return text
   }
 

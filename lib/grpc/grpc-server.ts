@@ -5,13 +5,14 @@
  * flight, or, for calls still open the send timeout later (a client that stopped reading, or never
  * finished sending), by cutting their connections.
  *
- * It accepts connections itself and hands them to grpc-js (a connection injector), so that it
- * knows each call's socket: a call whose answer waits on a connection that took none of it for
- * the send timeout has that connection dropped, as over HTTP. Messages it receives are bounded
- * before they are decoded: by a size sized from the registry's `inFlight` budget (compressed ones
- * included: they stop inflating at that size), then by what their decoded form will take, charged
- * to that budget as they arrive, with the message; a paused stream reads no more
- * (`receivedMessages`).
+ * It listens on TCP, on a Unix domain socket (`path`), or both, accepts connections itself and
+ * hands them to grpc-js (a connection injector), so that it knows each call's socket: the shared
+ * memory RPCs ask the kernel who is at its other end (the peer rule), and a call whose answer
+ * waits on a connection that took none of it for the send timeout has that connection dropped, as
+ * over HTTP. Messages it receives are bounded before they are decoded: by a size sized from the
+ * registry's `inFlight` budget (compressed ones included: they stop inflating at that size), then
+ * by what their decoded form will take, charged to that budget as they arrive, with the message; a
+ * paused stream reads no more (`receivedMessages`).
  */
 import { once } from 'node:events'
 import net from 'node:net'
@@ -24,12 +25,13 @@ import type { RestrictedFeatures } from '../util/restricted-features'
 import { callTracker } from './call-tracker'
 import { connectionInterceptor } from './connection-interceptor'
 import { inferenceServiceOver } from './inference-service'
-import type { GrpcListenerOptions } from './listener-options'
+import { type GrpcListenerOptions, servesTcp } from './listener-options'
 import { OpenStreams } from './model-stream-infer'
 import { grpcJs } from './peers'
 import { MAX_MESSAGE_BYTES, messageLimitOptions, rawRequestsService } from './protocol'
 import { receivedMessages } from './received-messages'
 import { requestDecoders } from './request-decoders'
+import { listenOnSocket, setSocketFile } from './socket-listener'
 import type { ErrorLogger } from './status'
 
 /** Triton's gRPC port. */
@@ -43,8 +45,11 @@ export const DEFAULT_GRPC_PORT = 8001
 export const defaultMaxMessageBytes = (maxInFlightBytes: number): number => Math.min(MAX_MESSAGE_BYTES, Math.floor(maxInFlightBytes / 4))
 
 export interface GrpcListener {
-  /** The port bound (the one asked for, or the system's choice for port 0). */
-  readonly port: number
+  /** The port bound (the one asked for, or the system's choice for port 0); undefined when it
+   * listens on a Unix socket alone. */
+  readonly port: number | undefined
+  /** The Unix socket it listens on, if any. */
+  readonly path: string | undefined
   /** The largest message it receives. */
   readonly maxMessageBytes: number
   /** Its ModelStreamInfer streams. */
@@ -65,51 +70,70 @@ export interface GrpcListenerContext {
 const endsOf = ({ remoteAddress, remotePort, localAddress, localPort }: Partial<ConnectionInfo>) =>
   `${remoteAddress} ${remotePort} ${localAddress} ${localPort}`
 
-/** Starts the listener; rejects (e.g. the port is taken) with the error of its bind. */
+/** Listens on TCP: `port` on `host`. */
+async function listenOnTcp (port: number, host: string, accept: (socket: net.Socket) => void): Promise<net.Server> {
+  const listener = net.createServer(accept)
+  listener.listen(port, host)
+  await once(listener, 'listening')
+  return listener
+}
+
+const closeAll = (listeners: net.Server[]) => Promise.all(listeners.map((listener) => once(listener.close(), 'close')))
+
+/** Starts the listener; rejects (e.g. the port or the path is taken) with the error of its bind,
+ * having closed whatever it bound. */
 export async function listenGrpc (options: GrpcListenerOptions, { api, restrictions, log }: GrpcListenerContext): Promise<GrpcListener> {
   const grpc = grpcJs()
-  const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, models = new ModelTable([]), server: metadata, limits } = options
+  const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, path, socketMode, socketOwner, models = new ModelTable([]), server: metadata, limits } = options
   const { sendTimeoutMs } = { ...DEFAULT_INFER_LIMITS, ...limits }
   const maxMessageBytes = options.maxMessageBytes ?? defaultMaxMessageBytes(api.registry.inFlight.maxBytes)
   const sockets = new Map<string, net.Socket>()
   const streams = new OpenStreams()
   const handlers = inferenceServiceOver(api, { models, limits, log, streams, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restrictions)
+  const socketOf = (connection: Partial<ConnectionInfo>) => sockets.get(endsOf(connection))
   const tracker = callTracker({
     sendTimeoutMs,
-    socketOf: (connection) => sockets.get(endsOf(connection)),
+    socketOf,
     dropped: (connection) => log.warn({ sendTimeoutMs, client: `${connection.remoteAddress}:${connection.remotePort}` },
       'a gRPC client took none of its answer for the send timeout: connection dropped')
   })
   const decoders = requestDecoders()
   // Messages are charged before they are decoded, and a paused stream reads no more: first, as it
   // takes over grpc-js's inflation. The connection interceptor tells the shared memory RPCs their
-  // calls' connections: the peer rule's input.
+  // calls' sockets: the peer rule's input.
   const received = receivedMessages({ inFlight: api.registry.inFlight, maxMessageBytes, decoderOf: (path) => decoders.get(path)!, log })
   // Without channelz: its per-call accounting costs every call, and nothing here reads it.
   const server: Server = new grpc.Server({
-    ...messageLimitOptions(maxMessageBytes), 'grpc.enable_channelz': 0, interceptors: [received, connectionInterceptor(), tracker]
+    ...messageLimitOptions(maxMessageBytes), 'grpc.enable_channelz': 0, interceptors: [received, connectionInterceptor(socketOf), tracker]
   })
   server.addService(rawRequestsService().service, handlers)
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure())
-  const listener = net.createServer((socket) => {
+  const accept = (socket: net.Socket) => {
     const ends = endsOf(socket)
     sockets.set(ends, socket)
     socket.once('close', () => sockets.delete(ends))
     injector.injectConnection(socket)
-  })
-  listener.listen(port, host)
+  }
+  const listeners: net.Server[] = []
   try {
-    await once(listener, 'listening')
+    if (servesTcp(options)) listeners.push(await listenOnTcp(port, host, accept))
+    if (path !== undefined) {
+      listeners.push(await listenOnSocket(path, accept))
+      setSocketFile({ path, mode: socketMode, owner: socketOwner })
+    }
   } catch (error) {
+    await closeAll(listeners)
     server.forceShutdown()
     throw error
   }
+  const tcp = servesTcp(options) ? listeners[0].address() as net.AddressInfo : undefined
   return {
-    port: (listener.address() as net.AddressInfo).port,
+    port: tcp?.port,
+    path,
     maxMessageBytes,
     streams,
     close: async () => {
-      const closed = once(listener.close(), 'close')
+      const closed = closeAll(listeners)
       const drained = new Promise<void>((resolve) => server.tryShutdown(() => resolve()))
       const cut = setTimeout(() => {
         server.forceShutdown()

@@ -12,6 +12,15 @@ export interface GrpcListenerOptions {
   host?: string
   /** Port to listen on; 0 lets the system choose (read it from `app.tritonGrpc.port`). Default 8001, as Triton's. */
   port?: number
+  /** A Unix domain socket to listen on (clients reach it as `unix://<path>`), at most 107 bytes:
+   * beside `host` and `port` when either is given, instead of them when neither is. A file already
+   * there is refused (`ERR_SHM_GRPC_SOCKET_PATH_TAKEN`), never removed; the socket's file is
+   * removed when the app closes. */
+  path?: string
+  /** The socket file's permission bits (e.g. `0o660`), set as soon as it is bound. Default: as the umask leaves them. */
+  socketMode?: number
+  /** The socket file's owner and group, set as soon as it is bound (another owner needs root). Default: the server's. */
+  socketOwner?: { uid?: number, gid?: number }
   /** The models ModelInfer, ModelMetadata, ModelConfig... serve: the table the HTTP routes serve. Default none. */
   models?: ModelTable
   /** The server's name and version in `ServerMetadata`. */
@@ -35,9 +44,18 @@ export interface GrpcListenerOptions {
 export const grpcListenerSchema = {
   type: 'object',
   additionalProperties: false,
+  // The socket's mode and owner are the socket file's: without a path there is none.
+  dependencies: { socketMode: ['path'], socketOwner: ['path'] },
   properties: {
     host: { type: 'string', minLength: 1 },
     port: { type: 'integer', minimum: 0, maximum: 65535 },
+    path: { type: 'string', minLength: 1 },
+    socketMode: { type: 'integer', minimum: 0, maximum: 0o7777 },
+    socketOwner: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { uid: { type: 'integer', minimum: 0 }, gid: { type: 'integer', minimum: 0 } }
+    },
     models: { instanceOf: ModelTable },
     server: {
       type: 'object',
@@ -50,3 +68,6 @@ export const grpcListenerSchema = {
     restrictedProtocols: restrictionGroupsSchema
   }
 } as const
+
+/** Whether the listener listens on TCP: unless it was given a Unix socket and neither host nor port. */
+export const servesTcp = ({ host, port, path }: GrpcListenerOptions): boolean => path === undefined || host !== undefined || port !== undefined

@@ -17,16 +17,13 @@ import { unary } from './unary'
 
 interface NamedRequest { name: string }
 
-/** The call as the core sees it: its metadata, read as headers, and its connection's ends (none
- * on a server without `connectionInterceptor`). */
+/** The call as the core sees it: its metadata, read as headers, and its connection (none on a
+ * server without `connectionInterceptor`). */
 function callerOf (call: ServerUnaryCall<unknown, unknown>): Required<ApiCaller> {
   return {
     transport: 'grpc',
     header: (name) => metadataValue(call.metadata, name),
-    connection: () => {
-      const addresses = connectionOf(call)
-      return addresses === undefined ? undefined : { addresses }
-    }
+    connection: () => connectionOf(call)
   }
 }
 

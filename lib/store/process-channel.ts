@@ -17,6 +17,7 @@ import { mkdirSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 import { channelPathTooLong } from '../errors'
+import { fitsSocketAddress, MAX_SOCKET_PATH_BYTES } from '../util/socket-path'
 
 /** What a call or a reply carries. */
 export interface ChannelMessage {
@@ -67,8 +68,6 @@ export interface CallOptions {
 const enum Kind { Call = 1, Reply = 2, End = 3, Failure = 4, Ack = 5, Cancel = 6 }
 
 const FRAME_HEAD_BYTES = 4 + 1 + 4 + 4
-/** Linux's `sun_path` is 108 bytes, its NUL included: Node cuts a longer path short, silently. */
-const MAX_SOCKET_PATH_BYTES = 107
 const NO_PARTS: Uint8Array[] = []
 
 /** Writes one frame, its parts as they are (no copy into the frame). */
@@ -341,7 +340,7 @@ export class ChannelListener {
   /** Listens at `socketPath` (its directory is made, mode 0700, if it is not there); throws
    * `ERR_SHM_CHANNEL_PATH_TOO_LONG` for a path no socket can have. */
   constructor (socketPath: string, handler: CallHandler) {
-    if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH_BYTES) throw channelPathTooLong(undefined, socketPath, MAX_SOCKET_PATH_BYTES)
+    if (!fitsSocketAddress(socketPath)) throw channelPathTooLong(undefined, socketPath, MAX_SOCKET_PATH_BYTES)
     mkdirSync(path.dirname(socketPath), { recursive: true, mode: 0o700 })
     this.path = socketPath
     this.#server = net.createServer((socket) => {

@@ -15,8 +15,8 @@ const EXAMPLE_SERVER = path.join(__dirname, '..', '..', 'example', 'server.ts')
 
 /** Starts the example service with Node's `nodeArgs` and tritonserver's options `args`, in a
  * test's environment: ports the system picks, JSON logs, and no coverage (tap would merge the
- * numbers of its tsx-compiled code with the test's), then `env`. */
-export function spawnExample (env: Record<string, string>, { nodeArgs = [], args = [], detached = false }:
+ * numbers of its tsx-compiled code with the test's), then `env` (a variable given as undefined is unset). */
+export function spawnExample (env: Record<string, string | undefined>, { nodeArgs = [], args = [], detached = false }:
 { nodeArgs?: string[], args?: string[], detached?: boolean } = {}): ChildProcess {
   return spawn(process.execPath, [...nodeArgs, '--import', 'tsx', EXAMPLE_SERVER, ...args], {
     env: { ...process.env, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', LOG_LEVEL: 'info', _TAPJS_PROCESSINFO_COVERAGE_: '0', ...env },

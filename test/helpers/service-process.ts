@@ -77,7 +77,7 @@ export class ServiceProcess extends EventEmitter {
 
 /** Starts the example service on ports the system picks, with a V8 heap of `heapMiB` and
  * tritonserver's options `args`; killed on teardown. */
-export function startServiceProcess (t: Test, heapMiB: number, env: Record<string, string> = {}, args: string[] = []): ServiceProcess {
+export function startServiceProcess (t: Test, heapMiB: number, env: Record<string, string | undefined> = {}, args: string[] = []): ServiceProcess {
   const child = spawnExample(env, { nodeArgs: [`--max-old-space-size=${heapMiB}`], args })
   const service = new ServiceProcess(child)
   t.teardown(async () => {
