@@ -68,12 +68,12 @@ const endsOf = ({ remoteAddress, remotePort, localAddress, localPort }: Partial<
 /** Starts the listener; rejects (e.g. the port is taken) with the error of its bind. */
 export async function listenGrpc (options: GrpcListenerOptions, { api, restrictions, log }: GrpcListenerContext): Promise<GrpcListener> {
   const grpc = grpcJs()
-  const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, models = new ModelTable([]), server: metadata, limits } = options
+  const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, models = new ModelTable([]), server: metadata, limits, logging } = options
   const { sendTimeoutMs } = { ...DEFAULT_INFER_LIMITS, ...limits }
   const maxMessageBytes = options.maxMessageBytes ?? defaultMaxMessageBytes(api.registry.inFlight.maxBytes)
   const sockets = new Map<string, net.Socket>()
   const streams = new OpenStreams()
-  const handlers = inferenceServiceOver(api, { models, limits, log, streams, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restrictions)
+  const handlers = inferenceServiceOver(api, { models, limits, log, streams, logging, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restrictions)
   const tracker = callTracker({
     sendTimeoutMs,
     socketOf: (connection) => sockets.get(endsOf(connection)),
