@@ -39,7 +39,7 @@ async function serveHere (t: Test, store: string, capture: LogCapture): Promise<
   t.teardown(() => app.close())
   const logging = new ServerLogging(app.log)
   const table = new ModelTable([])
-  await app.register(fastifyTritonShm, { sharedRegistry: { path: store, checkIntervalMs: 50 } })
+  await app.register(fastifyTritonShm, { sharedRegistry: { path: store, checkIntervalMs: 50 }, grpc: { port: 0, models: table, logging } })
   await app.register(kserveModels, { models: table, logging })
   await app.listen({ host: '127.0.0.1', port: 0 })
   return app

@@ -5,10 +5,13 @@
  * writes changes), each refusal in Triton's words with nothing changed, the `logging` restricted
  * category on each transport, and nothing served without the option.
  */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import { status } from '@grpc/grpc-js'
 import t, { type Test } from 'tap'
-import fastifyTritonShm, { kserveModels, ModelTable, pinoLevelOf, type RestrictionGroup, ServerLogging, TRITON_LOG_SETTINGS } from '../lib/index'
+import fastifyTritonShm, { kserveModels, ModelTable, pinoLevelOf, Registry, type RestrictionGroup, ServerLogging, TRITON_LOG_SETTINGS } from '../lib/index'
 import type { LogSettingValue } from '../types/grpc'
 import { type GrpcClient, grpcClient } from './helpers/grpc'
 import { LogCapture } from './helpers/observe'
@@ -95,7 +98,7 @@ t.test('a change over one transport is the other\'s, and changes what the app lo
   await app.inject('/v2/health/live')
   t.same(capture.lines.filter((line) => line.reqId !== undefined), [], 'requests\' loggers follow: no request lines at info')
 
-  const verbose = await grpc.call('LogSettings', { settings: { log_verbose_level: uint(1), log_warning: bool(false) } })
+  const verbose = await grpc.call('LogSettings', { settings: { log_verbose_level: uint(1), log_warning: bool(false), log_error: bool(true), log_format: text('ISO8601') } })
   t.same(fromGrpc(verbose), { ...DEFAULTS, log_info: false, log_warning: false, log_verbose_level: 1, log_format: 'ISO8601' })
   t.same((await get(app)).json(), fromGrpc(verbose), 'HTTP answers the change')
   t.equal(app.log.level, 'debug', 'verbose level 1 is debug')
@@ -182,6 +185,22 @@ t.test('without the logging option nothing is served', async (t) => {
   t.equal((await grpc.fail('LogSettings', {})).code, status.UNIMPLEMENTED)
   t.notOk((await app.inject('/v2')).json().extensions.includes('logging'))
   t.notOk((await grpc.call('ServerMetadata')).extensions.includes('logging'))
+})
+
+t.test('a store keeps a setting for every user of it: changed in one step, or not at all', async (t) => {
+  const directory = mkdtempSync(path.join(tmpdir(), 'fts-logging-'))
+  t.teardown(() => rmSync(directory, { recursive: true, force: true }))
+  const own = new Registry()
+  const shared = new Registry({ sharedRegistry: { path: path.join(directory, 'registry.db') } })
+  const other = new Registry({ sharedRegistry: { path: path.join(directory, 'registry.db') } })
+  t.teardown(() => { own.close(); shared.close(); other.close() })
+  for (const [store, reader, what] of [[own.modelStore(), own.modelStore(), 'this process\'s'], [shared.modelStore(), other.modelStore(), 'a shared registry\'s']] as const) {
+    t.equal(reader.setting('logging'), undefined, `${what}: none before a change`)
+    t.same(store.changeSetting<number[]>('logging', (current) => [...current ?? [], 1]), [1])
+    t.same(store.changeSetting<number[]>('logging', (current) => [...current ?? [], 2]), [1, 2], `${what}: the change is given the current value`)
+    t.throws(() => store.changeSetting('logging', () => { throw new Error('refused') }), /refused/)
+    t.same(reader.setting('logging'), [1, 2], `${what}: a refused change leaves it`)
+  }
 })
 
 t.test('the settings start from the logger\'s level, or from those given, which set it', async (t) => {
