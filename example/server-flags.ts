@@ -9,7 +9,7 @@
  * tritonserver refuses. `--model-repository` is the one exception: the example's models are code,
  * so its paths are kept only to be logged.
  */
-import type { ModelRepositoryOptions, RestrictedCategory, RestrictionGroup } from '../lib/index'
+import type { LogSettings, ModelRepositoryOptions, RestrictedCategory, RestrictionGroup } from '../lib/index'
 
 /** What the options set: each field named after the option of the service or package it maps to. */
 export interface ServerFlags {
@@ -44,6 +44,9 @@ export interface ServerFlags {
   metricsConfig?: MetricsConfig
   /** --model-repository (or --model-store): paths the example does not read. */
   modelRepositories: string[]
+  /** --log-verbose, --log-info, --log-warning, --log-error, --log-format, --log-file: the logging
+   * extension's settings at startup (`ServerLogging`), and where and how the logger writes. */
+  logging?: Partial<LogSettings>
 }
 
 /** What tritonserver's `--metrics-config <setting>=<value>` settings set, each named after the
@@ -202,6 +205,20 @@ function addMetricsSetting ({ flags }: ParseState, argument: string): void {
   apply(flags.metricsConfig, setting, value)
 }
 
+/** tritonserver's `--log-verbose`: `true` is 1, `false` 0, else a level (here not below 0). */
+function parseVerboseLevel (value: string): number {
+  const lower = value.toLowerCase()
+  if (lower === 'true' || lower === 'false') return lower === 'true' ? 1 : 0
+  const level = parseInteger(value, INT32_MAX)
+  if (level < 0) throw new BadValue(`a verbose level is 0 or more, got ${value}`)
+  return level
+}
+
+function parseLogFormat (value: string): 'default' | 'ISO8601' {
+  if (value === 'default' || value === 'ISO8601') return value
+  throw new BadValue('invalid argument for --log-format')
+}
+
 type Apply = (state: ParseState, value: string) => void
 
 /** Every option the example takes, by its name in tritonserver. */
@@ -229,12 +246,13 @@ const OPTIONS: Record<string, Apply> = {
   'metrics-config': addMetricsSetting,
   'model-repository': ({ flags }, value) => { flags.modelRepositories.push(value) },
   'model-store': ({ flags }, value) => { flags.modelRepositories.push(value) },
-  // Logging switches: checked as tritonserver checks them, and otherwise no-ops (LOG_LEVEL sets
-  // the level): a server that logs more than asked answers the same.
-  'log-verbose': (_state, value) => { if (!['true', 'false'].includes(value.toLowerCase())) parseInteger(value, INT32_MAX) },
-  'log-info': (_state, value) => { parseBoolean(value) },
-  'log-warning': (_state, value) => { parseBoolean(value) },
-  'log-error': (_state, value) => { parseBoolean(value) }
+  // The logging extension's settings at startup (over LOG_LEVEL's level).
+  'log-verbose': ({ flags }, value) => { (flags.logging ??= {}).verboseLevel = parseVerboseLevel(value) },
+  'log-info': ({ flags }, value) => { (flags.logging ??= {}).info = parseBoolean(value) },
+  'log-warning': ({ flags }, value) => { (flags.logging ??= {}).warning = parseBoolean(value) },
+  'log-error': ({ flags }, value) => { (flags.logging ??= {}).error = parseBoolean(value) },
+  'log-format': ({ flags }, value) => { (flags.logging ??= {}).format = parseLogFormat(value) },
+  'log-file': ({ flags }, value) => { (flags.logging ??= {}).file = value }
 }
 
 /** The names of the options the example takes. */

@@ -28,9 +28,10 @@ import { once } from 'node:events'
 import net from 'node:net'
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import fastifyTritonShm, {
-  apiFrameworkErrors, type ClientShmAccess, DEFAULT_MAX_IN_FLIGHT_BYTES, type InferRequest, kserveErrorHandler, kserveModels, ModelTable, tritonMetricsPlugin
+  apiFrameworkErrors, type ClientShmAccess, DEFAULT_MAX_IN_FLIGHT_BYTES, type InferRequest, kserveErrorHandler, kserveModels, ModelTable,
+  ServerLogging, tritonMetricsPlugin
 } from '../lib/index'
-import type { ModelDeclaration, ModelRepositoryOptions, RestrictionGroup, SharedRegistryOptions } from '../lib/index'
+import type { LogSettings, ModelDeclaration, ModelRepositoryOptions, RestrictionGroup, SharedRegistryOptions } from '../lib/index'
 import { runPrimary, workerCount } from './cluster'
 import { registerDocumentation } from './documentation'
 import { loadModels, type Model, run } from './models'
@@ -90,6 +91,9 @@ export interface ServerOptions {
   restrictedApis?: RestrictionGroup[]
   /** Triton's --grpc-restricted-protocol: the gRPC listener's `restrictedProtocols`. */
   restrictedProtocols?: RestrictionGroup[]
+  /** Triton's --log-* flags: the logging extension's settings at startup (the rest from the
+   * logger's level). The extension (`/v2/logging`, LogSettings) is always served. */
+  logging?: Partial<LogSettings>
   fastify?: FastifyServerOptions
 }
 
@@ -147,6 +151,8 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   })
   // KServe errors are `{"error": "<message>"}`.
   app.setErrorHandler(kserveErrorHandler)
+  // Triton's logging extension sets this app's own logger, on both transports.
+  const logging = new ServerLogging(app.log, options.logging)
   const models = options.models ?? await loadModels()
   const maxInFlightBytes = maxInFlightBytesOf(options)
   // One table: HTTP and gRPC serve the same models, and the model repository extension.
@@ -166,6 +172,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
         ...(options.grpcSocket !== undefined && { path: options.grpcSocket }),
         models: table,
         server: { name: SERVER_NAME, version },
+        logging,
         ...(options.restrictedProtocols !== undefined && { restrictedProtocols: options.restrictedProtocols })
       }
     })
@@ -175,6 +182,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
     models: table,
     name: SERVER_NAME,
     version,
+    logging,
     bodyLimit: options.bodyLimit ?? 1024 ** 3,
     jsonLimit: options.jsonLimit,
     ...(options.beforeModel !== undefined && { beforeRun: options.beforeModel }),
@@ -258,7 +266,18 @@ function optionsOf (flags: ServerFlags): ServerOptions {
     ...(flags.restrictedApis !== undefined && { restrictedApis: flags.restrictedApis }),
     ...(flags.restrictedProtocols !== undefined && { restrictedProtocols: flags.restrictedProtocols }),
     ...(flags.metricsConfig !== undefined && { metricsConfig: flags.metricsConfig }),
-    fastify: { logger: { level: process.env.LOG_LEVEL ?? 'info' } }
+    ...(flags.logging !== undefined && { logging: flags.logging }),
+    fastify: { logger: loggerOptions(flags.logging) }
+  }
+}
+
+/** pino's options for Triton's --log-file (appended to) and --log-format (ISO8601: the lines'
+ * `time` as an ISO 8601 date, pino's `stdTimeFunctions.isoTime`). */
+function loggerOptions ({ file, format }: Partial<LogSettings> = {}) {
+  return {
+    level: process.env.LOG_LEVEL ?? 'info',
+    ...(file !== undefined && file !== '' && { file }),
+    ...(format === 'ISO8601' && { timestamp: () => `,"time":"${new Date().toISOString()}"` })
   }
 }
 

@@ -503,6 +503,26 @@ export const repositoryNameUnsupported = answered('ERR_SHM_REPOSITORY_NAME_UNSUP
 export const invalidRepositoryRequest = invalid('ERR_SHM_INVALID_REPOSITORY_REQUEST', (reason: string) =>
   `failed to parse the request JSON buffer: ${reason}`)
 
+// The logging extension (`/v2/logging`, LogSettings): Triton's texts
+
+export const logFileUnsupported = answered('ERR_SHM_LOG_FILE_UNSUPPORTED', 'unsupported', () =>
+  'log file location can not be updated through network protocol')
+
+export const invalidLoggingRequest = invalid('ERR_SHM_INVALID_LOGGING_REQUEST', (reason: string) =>
+  `failed to parse the request JSON buffer: ${reason}`)
+
+/** Over HTTP, a setting of the wrong JSON type, in TritonJson's words (`boolean`, `unsigned-integer`, `string`). */
+export const logSettingJsonType = invalid('ERR_SHM_LOG_SETTING_JSON_TYPE', (type: 'boolean' | 'unsigned-integer' | 'string') =>
+  `attempt to access JSON non-${type} as ${type}`)
+
+/** Over gRPC, a setting sent in another `parameter_choice` than its own. */
+export const logSettingParamType = invalid('ERR_SHM_LOG_SETTING_PARAM_TYPE', (expected: 'boolean' | 'int32' | 'string', setting: string) =>
+  `expect ${expected} for '${setting}'`)
+
+/** A format other than `default` and `ISO8601`; Triton names the setting `--log_format` over HTTP, `log_format` over gRPC. */
+export const invalidLogFormat = invalid('ERR_SHM_INVALID_LOG_FORMAT', (setting: '--log_format' | 'log_format', got: string) =>
+  `invalid argument for ${setting}, got: ${got}`)
+
 // Sequences, decoupled models and streams (Triton's sequence extension, ModelStreamInfer): Triton's texts
 
 /** A request's flags over HTTP that are not of their type (Triton's TritonJson reads them). */

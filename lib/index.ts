@@ -27,6 +27,7 @@ export { ModelTable, type InferCall, type StreamCall, type ModelTableOptions, ty
 export { type ModelControlMode, type ModelRepositoryOptions, type RepositoryLogger } from './models/model-repository'
 export { type ModelDeclaration } from './models/declaration'
 export { serverMetadata, SERVER_EXTENSIONS, REPOSITORY_EXTENSIONS } from './models/server-metadata'
+export { ServerLogging, TRITON_LOG_SETTINGS, pinoLevelOf, type LevelledLogger } from './models/server-logging'
 export { tritonMetrics, DEFAULT_QUANTILES, type TritonMetrics, type TritonMetricsOptions, type MetricsRegister, type SummaryOptions } from './metrics/triton-metrics'
 export { tritonMetricsPlugin, type TritonMetricsPluginOptions } from './http/metrics-plugin'
 export { readInferRequest, inferResponse } from './http/infer-exchange'

@@ -1,7 +1,8 @@
 /**
  * The example service started with tritonserver's options, as a real child process: model control
  * mode none (the index served, load and unload refused over HTTP and gRPC) with its other options
- * taken (the metrics' settings too); explicit with --load-model; an endpoint switched off; a refused option (its message once,
+ * taken (the metrics' settings too); explicit with --load-model; an endpoint switched off; the
+ * logging flags; a refused option (its message once,
  * exit code 1), alone and at WORKERS=2; and every worker taking the options.
  */
 import { rmSync } from 'node:fs'
@@ -128,6 +129,20 @@ async function refusedStart (t: Test, args: string[], env: Record<string, string
 }
 
 const occurrences = (text: string, part: string) => text.split(part).length - 1
+
+t.test('--log-*: the logging extension starts from them, and the logger writes as they say', async (t) => {
+  const service = startServiceProcess(t, 256, {}, ['--log-verbose=2', '--log-warning=false', '--log-format=ISO8601'])
+  const baseUrl = await service.baseUrl()
+  t.same(await (await fetch(`${baseUrl}/v2/logging`)).json(),
+    { log_file: '', log_info: true, log_warning: false, log_error: true, log_verbose_level: 2, log_format: 'ISO8601' })
+  const times = service.lines.map((line) => (line as { time?: unknown }).time)
+  t.ok(times.length > 0 && times.every((time) => typeof time === 'string' && !Number.isNaN(Date.parse(time))),
+    'every line\'s time is an ISO 8601 date')
+  const grpc = grpcClient(t, await service.grpcPort())
+  const changed = await grpc.call('LogSettings', { settings: { log_verbose_level: { uint32_param: 0 } } })
+  t.match(changed.settings.log_verbose_level, { uint32_param: 0 }, 'changed over gRPC')
+  t.equal((await (await fetch(`${baseUrl}/v2/logging`)).json()).log_verbose_level, 0, 'and answered over HTTP')
+})
 
 t.test('an option the example does not take, or a bad value: refused at startup, said once, exit code 1', async (t) => {
   const unknown = await refusedStart(t, ['--model-control-mode=explicit', '--trace-config=level=TIMESTAMPS'])

@@ -51,7 +51,7 @@ t.test('perf_analyzer against the example: -m simple -i http --shared-memory sys
   t.same(server, {
     name: 'triton',
     version,
-    extensions: ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics']
+    extensions: ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'logging']
   })
 
   // 2. Model metadata: the batch dimension is a leading -1, as max_batch_size is 8.

@@ -127,6 +127,18 @@ export interface ModelRepositoryParameter {
   bytes_param?: Buffer
 }
 
+/** A logging setting (`LogSettingsRequest`'s and `LogSettingsResponse`'s `SettingValue`). */
+export interface LogSettingValue {
+  parameter_choice?: 'bool_param' | 'uint32_param' | 'string_param'
+  bool_param?: boolean
+  uint32_param?: number
+  string_param?: string
+}
+
+/** `LogSettings`: the settings to change, by Triton's names (`log_info`, ...); the answer has every one. */
+export interface LogSettingsRequest { settings: Record<string, LogSettingValue> }
+export interface LogSettingsResponse { settings: Record<string, LogSettingValue> }
+
 export interface RepositoryIndexRequest { repository_name: string, ready: boolean }
 export interface RepositoryIndexResponse { models: Array<{ name: string, version: string, state: string, reason: string }> }
 export interface RepositoryModelLoadRequest { repository_name: string, model_name: string, parameters: Record<string, ModelRepositoryParameter> }

@@ -197,6 +197,7 @@ export interface SystemSharedMemoryRegistry extends EventEmitter<RegistryEvents>
 
 export type * from './ensembles'
 export type * from './kserve'
+export type * from './logging'
 export type * from './models'
 export type * from './sequences'
 

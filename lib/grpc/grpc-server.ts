@@ -84,12 +84,12 @@ const closeAll = (listeners: net.Server[]) => Promise.all(listeners.map((listene
  * having closed whatever it bound. */
 export async function listenGrpc (options: GrpcListenerOptions, { api, restrictions, log }: GrpcListenerContext): Promise<GrpcListener> {
   const grpc = grpcJs()
-  const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, path, socketMode, socketOwner, models = new ModelTable([]), server: metadata, limits } = options
+  const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, path, socketMode, socketOwner, models = new ModelTable([]), server: metadata, limits, logging } = options
   const { sendTimeoutMs } = { ...DEFAULT_INFER_LIMITS, ...limits }
   const maxMessageBytes = options.maxMessageBytes ?? defaultMaxMessageBytes(api.registry.inFlight.maxBytes)
   const sockets = new Map<string, net.Socket>()
   const streams = new OpenStreams()
-  const handlers = inferenceServiceOver(api, { models, limits, log, streams, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restrictions)
+  const handlers = inferenceServiceOver(api, { models, limits, log, streams, logging, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restrictions)
   const socketOf = (connection: Partial<ConnectionInfo>) => sockets.get(endsOf(connection))
   const tracker = callTracker({
     sendTimeoutMs,

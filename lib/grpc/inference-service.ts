@@ -1,16 +1,19 @@
 /**
  * The whole of `GRPCInferenceService` this package serves, from the shared memory API and the
  * model table the HTTP routes serve: health, server and model metadata, configuration, statistics,
- * ModelInfer, ModelStreamInfer and the shared memory RPCs. RPCs not listed answer UNIMPLEMENTED (grpc-js does).
+ * ModelInfer, ModelStreamInfer, the shared memory RPCs and, given `logging`, LogSettings. RPCs not
+ * listed answer UNIMPLEMENTED (grpc-js does).
  */
 import type { handleUnaryCall, ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
 import type { RestrictedCategory, SystemSharedMemoryRegistry } from '../../types'
 import type { InferLimits } from '../../types/kserve'
 import type { SharedMemoryServiceOptions } from '../../types/grpc'
 import type { ModelTable } from '../models/model-table'
+import type { ServerLogging } from '../models/server-logging'
 import { serverMetadata } from '../models/server-metadata'
 import { SharedMemoryApi } from '../registry/shared-memory-api'
 import { RestrictedFeatures, restrictionGroups } from '../util/restricted-features'
+import { logSettingsHandler } from './log-settings-service'
 import { modelInferHandler } from './model-infer-handler'
 import { modelStreamInferHandler, type OpenStreams } from './model-stream-infer'
 import { repositoryHandlers } from './repository-service'
@@ -29,6 +32,8 @@ export interface ModelServiceOptions {
   log?: ErrorLogger
   /** Where ModelStreamInfer keeps its streams, to end them with the server (`OpenStreams.close`). */
   streams?: OpenStreams
+  /** Serve Triton's logging extension (`LogSettings`) over this: the HTTP routes' `logging`. */
+  logging?: ServerLogging
 }
 
 export interface InferenceServiceOptions extends SharedMemoryServiceOptions, ModelServiceOptions {
@@ -42,7 +47,7 @@ const given = (value: string) => value === '' ? undefined : value
 
 /** The handlers over `api` (the plugin's, shared with its HTTP routes) and the model table, each
  * refusing calls its category's restriction refuses (Triton's `--grpc-restricted-protocol`). */
-export function inferenceServiceOver (api: SharedMemoryApi, { models, server, limits, log, streams }: ModelServiceOptions,
+export function inferenceServiceOver (api: SharedMemoryApi, { models, server, limits, log, streams, logging }: ModelServiceOptions,
   restrictions = new RestrictedFeatures([], 'grpc', 'inferenceServiceOver')): UntypedServiceImplementation {
   const restricted = <Request, Response>(category: RestrictedCategory, handler: handleUnaryCall<Request, Response>) =>
     restrictedUnary(restrictions, category, handler, log)
@@ -54,18 +59,22 @@ export function inferenceServiceOver (api: SharedMemoryApi, { models, server, li
     ? Object.fromEntries(Object.entries(repositoryHandlers(models, log)).map(([name, handler]) =>
       [name, restricted('model-repository', handler as handleUnaryCall<unknown, unknown>)]))
     : {}
+  // With a shared registry, a change of the logging settings is the whole service's.
+  logging?.serveWith(api.registry)
+  const logSettings: UntypedServiceImplementation = logging === undefined ? {} : { LogSettings: restricted('logging', logSettingsHandler(logging, log)) }
   return {
     ServerLive: rpc('health', () => ({ live: true })),
     ServerReady: rpc('health', () => ({ ready: models.isReady() })),
     ModelReady: rpc('health', ({ name, version }: ModelRequest) => ({ ready: models.isModelReady(name, given(version)) })),
-    ServerMetadata: rpc('metadata', () => serverMetadata(server.name, server.version, { repository: models.servesRepository })),
+    ServerMetadata: rpc('metadata', () => serverMetadata(server.name, server.version, { repository: models.servesRepository, logging: logging !== undefined })),
     ModelMetadata: rpc('metadata', ({ name, version }: ModelRequest) => models.metadata(name, given(version))),
     ModelConfig: rpc('model-config', ({ name, version }: ModelRequest) => ({ config: models.config(name, given(version)) })),
     ModelStatistics: rpc('statistics', ({ name, version }: ModelRequest) => models.statistics(given(name), given(version))),
     ModelInfer: restricted('inference', modelInferHandler({ registry: api.registry, models, limits, log })),
     ModelStreamInfer: restrictedStream(restrictions, 'inference', modelStreamInferHandler({ registry: api.registry, models, limits, log, streams }), log),
     ...sharedMemoryHandlers(api, log, restrictions),
-    ...repository
+    ...repository,
+    ...logSettings
   }
 }
 

@@ -3,6 +3,7 @@ import { inferLimitsSchema } from '../kserve/infer-limits'
 import type { RestrictionGroup } from '../../types'
 import type { InferLimits } from '../../types/kserve'
 import { ModelTable } from '../models/model-table'
+import { ServerLogging } from '../models/server-logging'
 import { positiveInteger } from '../util/options-validator'
 import { restrictionGroupsSchema } from '../util/restricted-features'
 
@@ -39,6 +40,9 @@ export interface GrpcListenerOptions {
    * with its value, else UNAVAILABLE. An unknown category, or one in two groups (or here and in
    * the plugin's `restrictedApi`), fails the registration with Triton's text. */
   restrictedProtocols?: RestrictionGroup[]
+  /** Serve Triton's logging extension (`LogSettings`): the same `ServerLogging` the model
+   * endpoints' `logging` option serves over HTTP. Default none (UNIMPLEMENTED). */
+  logging?: ServerLogging
 }
 
 export const grpcListenerSchema = {
@@ -65,7 +69,8 @@ export const grpcListenerSchema = {
     },
     limits: inferLimitsSchema,
     maxMessageBytes: { ...positiveInteger, maximum: 2 ** 31 - 1 },
-    restrictedProtocols: restrictionGroupsSchema
+    restrictedProtocols: restrictionGroupsSchema,
+    logging: { instanceOf: ServerLogging }
   }
 } as const
 

@@ -20,9 +20,9 @@ export interface RequestDecoder {
 
 const MODEL_INFER: RequestDecoder = { message: 'ModelInferRequest', decodedBytes, decode: decodeModelInferRequest }
 
-/** The requests with messages in them: the model repository's `map<string, ModelRepositoryParameter>`,
- * an entry, and its value. */
-const NESTED: Record<string, Nested> = { RepositoryModelLoad: { 3: { 2: {} } }, RepositoryModelUnload: { 3: { 2: {} } } }
+/** The requests with messages in them: the model repository's `map<string, ModelRepositoryParameter>`
+ * and LogSettings' `map<string, SettingValue>`, an entry, and its value. */
+const NESTED: Record<string, Nested> = { RepositoryModelLoad: { 3: { 2: {} } }, RepositoryModelUnload: { 3: { 2: {} } }, LogSettings: { 1: { 2: {} } } }
 
 function protoLoaderDecoder (name: string, method: MethodDefinition<object, object>): RequestDecoder {
   const message = (method.requestType.type as { name: string }).name

@@ -9,6 +9,7 @@ import * as errors from '../errors'
 import type { InferRequest } from '../kserve/infer-request'
 import { inferLimitsSchema } from '../kserve/infer-limits'
 import { ModelTable } from '../models/model-table'
+import { ServerLogging } from '../models/server-logging'
 import { DEFAULT_DECORATOR } from './decorator'
 import { describeOptionProblem, positiveInteger, validatorOf } from '../util/options-validator'
 import { RestrictedFeatures, restrictionGroupsSchema } from '../util/restricted-features'
@@ -49,6 +50,9 @@ export interface KServeModelsOptions {
    * requests that carry its header with its value, else 403. Every category Triton has is
    * accepted; an unknown one, or one in two groups, fails the registration with Triton's text. */
   restrictedApis?: RestrictionGroup[]
+  /** Serve Triton's logging extension (`GET/POST /v2/logging`, the `logging` category) over the
+   * app's logger: the same `ServerLogging` the gRPC listener's `logging` serves. Default none. */
+  logging?: ServerLogging
 }
 
 /** The options of `kserveModels`, as the validator checks them (the README's table lists each). */
@@ -66,6 +70,7 @@ export const modelsOptionsSchema = {
     limits: inferLimitsSchema,
     beforeRun: { isFunction: true },
     restrictedApis: restrictionGroupsSchema,
+    logging: { instanceOf: ServerLogging },
     openapi: {
       type: 'object',
       additionalProperties: false,

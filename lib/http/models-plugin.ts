@@ -12,6 +12,7 @@ import { serverMetadata } from '../models/server-metadata'
 import { kserveErrorHandler } from './error-handler'
 import { useInferBodyParser } from './infer-body'
 import { inferResponse, readInferRequest } from './infer-exchange'
+import { loggingRoutes } from './logging-routes'
 import { type ModelRoute, modelSchemas } from './model-schemas'
 import { checkModelsOptions, type KServeModelsOptions, MODELS_PLUGIN } from './models-options'
 import { repositoryRoutes } from './repository-routes'
@@ -24,11 +25,12 @@ type ModelHandler = (request: ModelRequest, reply: FastifyReply) => Promise<unkn
 const empty = (reply: FastifyReply, ready: boolean) => reply.code(ready ? 200 : 400).send()
 
 async function models (app: FastifyInstance, options: KServeModelsOptions) {
-  const { models: table, name, version, decorator, bodyLimit, jsonLimit, limits, beforeRun, openapi, restrictions } = checkModelsOptions(options)
+  const { models: table, name, version, decorator, bodyLimit, jsonLimit, limits, beforeRun, openapi, restrictions, logging } = checkModelsOptions(options)
   if (!app.hasDecorator(decorator)) throw errors.noRegistry(MODELS_PLUGIN, decorator)
   const registry = (app as unknown as Record<string, SystemSharedMemoryRegistry>)[decorator]
   // With a shared registry, statistics and the repository's state are the whole service's.
   table.serveWith(registry)
+  logging?.serveWith(registry)
   const schemas = modelSchemas(openapi)
   app.setErrorHandler(kserveErrorHandler)
   // The schemas document the routes; they check nothing (the table resolves names and versions,
@@ -48,7 +50,7 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
       ...(restrictions.isRestricted(category) && { preParsing: restrictedHook(restrictions, () => category) }),
       handler: handler as RouteHandlerMethod
     })
-  const metadata = serverMetadata(name, version, { repository: table.servesRepository })
+  const metadata = serverMetadata(name, version, { repository: table.servesRepository, logging: logging !== undefined })
   route('/v2', 'serverMetadata', 'metadata', async () => metadata)
   route('/v2/health/live', 'serverLive', 'health', async (_request, reply) => empty(reply, true))
   route('/v2/health/ready', 'serverReady', 'health', async (_request, reply) => empty(reply, table.isReady()))
@@ -70,6 +72,7 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
     route(`${base}/infer`, 'modelInfer', 'inference', infer, 'POST')
   }
   if (table.servesRepository) await app.register(repositoryRoutes, { models: table, bodyLimit, openapi, restrictions })
+  if (logging !== undefined) await app.register(loggingRoutes, { logging, openapi, restrictions })
 }
 
 /**

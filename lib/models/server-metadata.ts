@@ -16,9 +16,11 @@ export const SERVER_EXTENSIONS: readonly string[] = Object.freeze([
 export const REPOSITORY_EXTENSIONS: readonly string[] = Object.freeze(['model_repository', 'model_repository(unload_dependents)'])
 
 /** `repository`: the model repository extension is served, listed where Triton lists it (before
- * `model_configuration`). */
-export function serverMetadata (name: string, version: string, { repository = false }: { repository?: boolean } = {}): ServerMetadataResponse {
+ * `model_configuration`); `logging`: the logging extension is, listed last, as Triton lists it. */
+export function serverMetadata (name: string, version: string,
+  { repository = false, logging = false }: { repository?: boolean, logging?: boolean } = {}): ServerMetadataResponse {
   const extensions = [...SERVER_EXTENSIONS]
   if (repository) extensions.splice(extensions.indexOf('model_configuration'), 0, ...REPOSITORY_EXTENSIONS)
+  if (logging) extensions.push('logging')
   return { name, version, extensions }
 }

@@ -1,8 +1,9 @@
 /**
  * What the model table keeps where every process of a service sees it: each model version's
- * statistics cells (see statistics-table.ts for their layout), and the model repository's state
- * (which models a load or an unload request left loaded or not). Two stores: the table's own, in
- * this process (the default), and a shared registry's (sqlite-model-store.ts).
+ * statistics cells (see statistics-table.ts for their layout), the model repository's state
+ * (which models a load or an unload request left loaded or not), and the service's settings
+ * changed at run time (the logging extension's). Two stores: the table's own, in this process
+ * (the default), and a shared registry's (sqlite-model-store.ts).
  */
 import type { ModelLoadOverrides } from '../../types/models'
 import type { CallOptions, ChannelMessage, IncomingCall } from './process-channel'
@@ -85,6 +86,11 @@ export interface ModelStore {
   onCheck(listener: () => void): void
   /** The other processes of the service, when they share this store. */
   readonly peers?: ServicePeers
+  /** A setting of the whole service, by name, as its last change left it (undefined before any). */
+  setting(name: string): unknown
+  /** Changes a setting for every process in one step: `change` gets its current value and
+   * returns the new one (a throw changes nothing). */
+  changeSetting<T>(name: string, change: (current: T | undefined) => T): T
 }
 
 /** A table's own store: its cells and records in this process. */
@@ -117,4 +123,16 @@ export class MemoryModelStore implements ModelStore {
   }
 
   onCheck (): void {}
+
+  readonly #settings = new Map<string, unknown>()
+
+  setting (name: string): unknown {
+    return this.#settings.get(name)
+  }
+
+  changeSetting<T> (name: string, change: (current: T | undefined) => T): T {
+    const changed = change(this.#settings.get(name) as T | undefined)
+    this.#settings.set(name, changed)
+    return changed
+  }
 }

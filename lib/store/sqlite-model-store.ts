@@ -3,7 +3,8 @@
  * has a slot, the same in every process (a row of `model_slots`, taken once, when a process first
  * serves the version), naming its blocks in the statistics table beside the store; the model
  * repository's state is a row of `models` per model that a load or unload request changed,
- * announced to every process through the lease table's revision, as the region records are.
+ * announced to every process through the lease table's revision, as the region records are; a
+ * setting of the service (the logging extension's) is a row of `settings`, its value as JSON.
  */
 import * as errors from '../errors'
 import type { LoadOverrides, ModelRecord, ModelStore, NewModelRecord, ServicePeers, VersionCells } from './model-store'
@@ -26,11 +27,15 @@ export const MODEL_SCHEMA = `
     -- JSON: {"config"?: string, "files": {"file:<version>/<name>": base64}}, or NULL.
     overrides TEXT
   );
+  CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  );
   ${SEQUENCE_SCHEMA}
 `
 
 /** Empties what a service that starts again must not find. */
-export const CLEAR_MODELS = 'DELETE FROM model_slots; DELETE FROM models; DELETE FROM sequences'
+export const CLEAR_MODELS = 'DELETE FROM model_slots; DELETE FROM models; DELETE FROM settings; DELETE FROM sequences'
 
 /** What the shared store lends this one. */
 export interface SharedStoreContext {
@@ -170,6 +175,21 @@ export class SqliteModelStore implements ModelStore {
     return this.records().get(name) as ModelRecord
   }
 
+  setting (name: string): unknown {
+    const value = this.#context.read(() => this.#statements.setting.get(name) as string | undefined)
+    return value === undefined ? undefined : JSON.parse(value)
+  }
+
+  changeSetting<T> (name: string, change: (current: T | undefined) => T): T {
+    return this.#context.transaction(() => {
+      const value = this.#statements.setting.get(name) as string | undefined
+      const changed = change(value === undefined ? undefined : JSON.parse(value))
+      this.#statements.setSetting.run(name, JSON.stringify(changed))
+      this.#context.wrote()
+      return changed
+    })
+  }
+
   onCheck (listener: () => void): void {
     this.#listeners.push(listener)
   }
@@ -211,6 +231,8 @@ function prepare (db: Database) {
     addSlot: statement('INSERT INTO model_slots (name, version, slot) VALUES (?, ?, ?)'),
     models: statement('SELECT name, loaded, generation, reason, overrides FROM models'),
     generationOf: statement('SELECT generation FROM models WHERE name = ?').pluck(),
-    setModel: statement('INSERT OR REPLACE INTO models (name, loaded, generation, reason, overrides) VALUES (?, ?, ?, ?, ?)')
+    setModel: statement('INSERT OR REPLACE INTO models (name, loaded, generation, reason, overrides) VALUES (?, ?, ?, ?, ?)'),
+    setting: statement('SELECT value FROM settings WHERE name = ?').pluck(),
+    setSetting: statement('INSERT OR REPLACE INTO settings (name, value) VALUES (?, ?)')
   }
 }
