@@ -85,6 +85,14 @@ export interface ModelStore {
   onCheck(listener: () => void): void
   /** The other processes of the service, when they share this store. */
   readonly peers?: ServicePeers
+  /** The trace settings clients changed (JSON), if any: a shared store first checks, cheaply,
+   * whether another process changed them. */
+  traceState(): string | undefined
+  /** Changes whenever `traceState()` would return another text. */
+  readonly traceVersion: number
+  /** Replaces the trace settings with what `change` makes of the current ones, for every process
+   * (atomically in a shared store: a throw of `change` changes nothing). */
+  changeTraceState(change: (current: string | undefined) => string): void
 }
 
 /** A table's own store: its cells and records in this process. */
@@ -93,6 +101,8 @@ export class MemoryModelStore implements ModelStore {
   readonly #cells = new Map<string, VersionCells>()
   readonly #records = new Map<string, ModelRecord>()
   version = 0
+  #traceState: string | undefined
+  traceVersion = 0
 
   cells (name: string, version: string): VersionCells {
     const key = `${version}:${name}`
@@ -117,4 +127,13 @@ export class MemoryModelStore implements ModelStore {
   }
 
   onCheck (): void {}
+
+  traceState (): string | undefined {
+    return this.#traceState
+  }
+
+  changeTraceState (change: (current: string | undefined) => string): void {
+    this.#traceState = change(this.#traceState)
+    this.traceVersion++
+  }
 }
