@@ -61,9 +61,15 @@ export class TraceFile {
     }
   }
 
+  /** Resolves once the batch being written, if any, is in the file (traces still waiting for
+   * their batch are not written). */
+  async settled (): Promise<void> {
+    await this.#writing
+  }
+
   /** Writes every trace added so far; resolves once they are in the file. */
   async flush (): Promise<void> {
-    await this.#writing
+    await this.settled()
     if (this.#pending.length > 0) await this.#write()
   }
 
