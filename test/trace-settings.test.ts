@@ -189,3 +189,10 @@ t.test('an empty model name over HTTP is the global setting, as over gRPC', asyn
   const { http } = await serve(t)
   t.same(await http('/v2/models//trace/setting'), { status: 200, body: settings() })
 })
+
+t.test('a settings body past 64 KiB is refused before it is parsed', async (t) => {
+  const { http } = await serve(t)
+  const response = await http('/v2/trace/setting', JSON.stringify({ trace_rate: '2', pad: 'x'.repeat(64 * 1024) }))
+  t.equal(response.status, 413)
+  t.same((await http('/v2/trace/setting')).body, settings(), 'nothing changed')
+})

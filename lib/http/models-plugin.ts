@@ -74,7 +74,7 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
     route(`${base}/infer`, 'modelInfer', 'inference', infer, 'POST')
   }
   if (table.servesRepository) await app.register(repositoryRoutes, { models: table, bodyLimit, openapi, restrictions })
-  await app.register(traceRoutes, { models: table, bodyLimit, openapi, restrictions })
+  await app.register(traceRoutes, { models: table, openapi, restrictions })
 }
 
 /**

@@ -17,6 +17,9 @@ import { restrictedHook } from './restricted-hook'
 
 type JsonObject = Record<string, unknown>
 
+/** The largest settings body: a few settings take tens of bytes. */
+export const TRACE_BODY_LIMIT = 64 * 1024
+
 const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /** Any body is JSON, whatever its Content-Type, read once the model is checked (Triton's order);
@@ -58,7 +61,6 @@ function traceChangeOf (received: unknown): TraceChange {
 
 export interface TraceRoutesOptions {
   models: ModelTable
-  bodyLimit?: number
   openapi: KServeModelsOpenApiOptions
   /** The routes are the `trace` category. */
   restrictions: RestrictedFeatures
@@ -68,10 +70,10 @@ type TraceRequest = FastifyRequest<{ Params: { model?: string } }>
 
 const PARAMS = { type: 'object', properties: { model: { type: 'string', description: 'Name of the model' } } }
 
-export async function traceRoutes (app: FastifyInstance, { models, bodyLimit, openapi, restrictions }: TraceRoutesOptions) {
+export async function traceRoutes (app: FastifyInstance, { models, openapi, restrictions }: TraceRoutesOptions) {
   if (restrictions.isRestricted('trace')) app.addHook('preParsing', restrictedHook(restrictions, () => 'trace'))
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body))
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: TRACE_BODY_LIMIT }, (_request, body, done) => done(null, body))
   const { hide = false, tags = ['KServe'], operationIdPrefix = '' } = openapi
   const schema = (operationId: string, summary: string, model: boolean) => ({
     hide,
