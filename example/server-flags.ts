@@ -9,7 +9,7 @@
  * tritonserver refuses. `--model-repository` is the one exception: the example's models are code,
  * so its paths are kept only to be logged.
  */
-import type { LogSettings, ModelRepositoryOptions, RestrictedCategory, RestrictionGroup } from '../lib/index'
+import type { LogSettings, ModelRepositoryOptions, RestrictedCategory, RestrictionGroup, TraceOptions } from '../lib/index'
 
 /** What the options set: each field named after the option of the service or package it maps to. */
 export interface ServerFlags {
@@ -42,6 +42,8 @@ export interface ServerFlags {
   maxResponsePoolSize?: number
   /** --metrics-config: the metrics plugin's `latencyCounters`, `histograms` and `summaries`. */
   metricsConfig?: MetricsConfig
+  /** --trace-config: the model table's `trace` settings. */
+  trace?: TraceOptions
   /** --model-repository (or --model-store): paths the example does not read. */
   modelRepositories: string[]
   /** --log-verbose, --log-info, --log-warning, --log-error, --log-format, --log-file: the logging
@@ -85,6 +87,8 @@ interface ParseState {
   loadModels: string[]
   /** The categories restricted so far, by option: tritonserver refuses one named twice. */
   restricted: Map<string, Set<string>>
+  /** --trace-config's settings so far; `off`: a level `off` was given. */
+  trace?: TraceOptions & { off?: boolean }
 }
 
 /** tritonserver's `ParseOption<bool>`. */
@@ -219,6 +223,68 @@ function parseLogFormat (value: string): 'default' | 'ISO8601' {
   throw new BadValue('invalid argument for --log-format')
 }
 
+/** tritonserver's trace modes (`ParseTraceModeOption`): the example traces in `triton` mode only. */
+function traceMode (value: string): 'triton' {
+  const mode = value.toLowerCase()
+  if (mode === 'triton') return mode
+  if (mode === 'opentelemetry') throw new BadValue('the example traces in triton mode only')
+  throw new BadValue(`invalid value for trace mode option: ${mode}. Available options are "triton" and "opentelemetry"`)
+}
+
+/** tritonserver's `--trace-config [<mode>,]<setting>=<value>` format (`ParseTraceConfigOption`). */
+function traceSetting (argument: string): [mode: string, setting: string, value: string] {
+  const comma = argument.indexOf(',')
+  if (comma === 0) {
+    throw new BadValue(`No trace mode specified. --trace-config option format is <trace mode>,<setting>=<value> or <setting>=<value>. Got ${argument}`)
+  }
+  const mode = comma < 0 ? '' : traceMode(argument.slice(0, comma))
+  const equals = argument.indexOf('=', comma + 1)
+  const [setting, value] = [argument.slice(comma + 1, equals), argument.slice(equals + 1)]
+  if (equals < 0 || setting === '' || value === '') {
+    throw new BadValue(`--trace-config option format is '<trace mode>,<setting>=<value>'. Got ${argument}`)
+  }
+  return [mode, setting, value]
+}
+
+/** tritonserver's trace levels (`ParseTraceLevelOption`): undefined for `off`. */
+function traceLevel (value: string): 'TIMESTAMPS' | 'TENSORS' | undefined {
+  const lower = value.toLowerCase()
+  if (['false', 'off'].includes(lower)) return undefined
+  if (['true', 'on', 'min', 'max', 'timestamps'].includes(lower)) return 'TIMESTAMPS'
+  if (lower === 'tensors') return 'TENSORS'
+  throw new BadValue(`invalid value for trace level option: ${lower}`)
+}
+
+function nonNegative (value: string, min = 0): number {
+  const number = parseInteger(value, INT32_MAX)
+  if (number < min) throw new BadValue(`a trace setting here is at least ${min}, got ${value}`)
+  return number
+}
+
+/** The settings the example takes: the global ones, and `file`, `log-frequency` of triton mode
+ * (tritonserver reads those two only after `triton,`). */
+const TRACE_SETTINGS: Record<string, (trace: TraceOptions & { off?: boolean }, value: string, mode: string) => void> = {
+  level: (trace, value) => {
+    const level = traceLevel(value)
+    // Levels add up; `off` anywhere turns tracing off, as in tritonserver.
+    if (level === undefined) trace.off = true
+    else if (!(trace.level ??= []).includes(level)) trace.level.push(level)
+  },
+  rate: (trace, value) => { trace.rate = nonNegative(value) },
+  count: (trace, value) => { trace.count = nonNegative(value, -1) },
+  mode: (trace, value) => { trace.mode = traceMode(value) },
+  file: (trace, value, mode) => { if (mode === 'triton') trace.file = value },
+  'log-frequency': (trace, value, mode) => { if (mode === 'triton') trace.logFrequency = nonNegative(value) }
+}
+
+/** One `--trace-config`. A setting tritonserver would keep and ignore is refused by name. */
+function addTraceSetting (state: ParseState, argument: string): void {
+  const [mode, setting, value] = traceSetting(argument)
+  const apply = Object.hasOwn(TRACE_SETTINGS, setting) ? TRACE_SETTINGS[setting] : undefined
+  if (apply === undefined) throw new BadValue(`unknown trace setting '${setting}': the example takes ${Object.keys(TRACE_SETTINGS).join(', ')}`)
+  apply(state.trace ??= {}, value, mode)
+}
+
 type Apply = (state: ParseState, value: string) => void
 
 /** Every option the example takes, by its name in tritonserver. */
@@ -244,6 +310,7 @@ const OPTIONS: Record<string, Apply> = {
   },
   'grpc-max-response-pool-size': ({ flags }, value) => { flags.maxResponsePoolSize = parsePoolSize(value) },
   'metrics-config': addMetricsSetting,
+  'trace-config': addTraceSetting,
   'model-repository': ({ flags }, value) => { flags.modelRepositories.push(value) },
   'model-store': ({ flags }, value) => { flags.modelRepositories.push(value) },
   // The logging extension's settings at startup (over LOG_LEVEL's level).
@@ -260,7 +327,11 @@ export const SERVER_FLAG_NAMES = Object.keys(OPTIONS).map((name) => `--${name}`)
 
 /** tritonserver's checks of options taken together, once all are read. */
 function finish (state: ParseState): ServerFlags {
-  const { flags, controlMode, loadModels } = state
+  const { flags, controlMode, loadModels, trace } = state
+  if (trace !== undefined) {
+    const { off = false, ...settings } = trace
+    flags.trace = off ? { ...settings, level: [] } : settings
+  }
   if (loadModels.length > 0 && controlMode !== 'explicit') {
     throw new ServerFlagError("Error: Use of '--load-model' requires setting '--model-control-mode=explicit' as well.")
   }

@@ -31,7 +31,7 @@ import fastifyTritonShm, {
   apiFrameworkErrors, type ClientShmAccess, DEFAULT_MAX_IN_FLIGHT_BYTES, type InferRequest, kserveErrorHandler, kserveModels, ModelTable,
   ServerLogging, tritonMetricsPlugin
 } from '../lib/index'
-import type { LogSettings, ModelDeclaration, ModelRepositoryOptions, RestrictionGroup, SharedRegistryOptions } from '../lib/index'
+import type { LogSettings, ModelDeclaration, ModelRepositoryOptions, RestrictionGroup, SharedRegistryOptions, TraceOptions } from '../lib/index'
 import { runPrimary, workerCount } from './cluster'
 import { registerDocumentation } from './documentation'
 import { loadModels, type Model, run } from './models'
@@ -73,6 +73,8 @@ export interface ServerOptions {
   metricsSummaries?: boolean
   /** Triton's `--metrics-config` settings (./server-flags.ts), over `metricsSummaries`. */
   metricsConfig?: MetricsConfig
+  /** Triton's `--trace-config` settings (./server-flags.ts): the model table's `trace`. */
+  trace?: TraceOptions
   /** With `sharedRegistry`, count statistics in this process only (default false: the whole service's). */
   processStatistics?: boolean
   /** The plugin's switch for client shared memory (default true; Triton's --allow-client-shm). */
@@ -157,7 +159,7 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
   const maxInFlightBytes = maxInFlightBytesOf(options)
   // One table: HTTP and gRPC serve the same models, and the model repository extension.
   const table = new ModelTable([...models.values()].map((model) => declarationOf(model, options.modelDelayMs ?? 0)),
-    { repository: options.repository ?? true, log: app.log, processStatistics: options.processStatistics ?? false })
+    { repository: options.repository ?? true, log: app.log, processStatistics: options.processStatistics ?? false, ...(options.trace !== undefined && { trace: options.trace }) })
   if (options.documentation === true) await registerDocumentation(app)
   await app.register(fastifyTritonShm, {
     ...(options.allowClientShm !== undefined && { allowClientShm: options.allowClientShm }),
@@ -267,6 +269,7 @@ function optionsOf (flags: ServerFlags): ServerOptions {
     ...(flags.restrictedProtocols !== undefined && { restrictedProtocols: flags.restrictedProtocols }),
     ...(flags.metricsConfig !== undefined && { metricsConfig: flags.metricsConfig }),
     ...(flags.logging !== undefined && { logging: flags.logging }),
+    ...(flags.trace !== undefined && { trace: flags.trace }),
     fastify: { logger: loggerOptions(flags.logging) }
   }
 }

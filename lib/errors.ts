@@ -523,6 +523,43 @@ export const logSettingParamType = invalid('ERR_SHM_LOG_SETTING_PARAM_TYPE', (ex
 export const invalidLogFormat = invalid('ERR_SHM_INVALID_LOG_FORMAT', (setting: '--log_format' | 'log_format', got: string) =>
   `invalid argument for ${setting}, got: ${got}`)
 
+// Triton's trace extension (`/v2/trace/setting`, gRPC TraceSetting): Triton's texts
+
+export const traceUnknownModel = invalid('ERR_SHM_TRACE_UNKNOWN_MODEL', (model: string) =>
+  `Request for unknown model : ${model}`)
+
+export const traceFileReadOnly = answered('ERR_SHM_TRACE_FILE_READ_ONLY', 'unsupported', () =>
+  'trace file location can not be updated through network protocol')
+
+export const traceLevelOffAlone = invalid('ERR_SHM_TRACE_LEVEL_OFF_ALONE', () =>
+  "Expect only one trace level 'OFF' is specified")
+
+/** A setting whose text does not begin with an integer (Triton reads it with `std::stoi`). */
+export const unparsableTraceSetting = invalid('ERR_SHM_UNPARSABLE_TRACE_SETTING', (setting: string, value: string) =>
+  `Unable to parse '${setting}', got: ${value}`)
+
+export const traceSettingOutOfRange = invalid('ERR_SHM_TRACE_SETTING_OUT_OF_RANGE', (setting: string, min: number, max: number, value: string) =>
+  `Unable to parse '${setting}', value is out of range [ ${min}, ${max} ], got: ${value}`)
+
+/** `trace_count` below -1; Triton's HTTP text has no space after `got:`, its gRPC text has one. */
+export const traceCountTooSmall = invalid('ERR_SHM_TRACE_COUNT_TOO_SMALL', (value: string, transport: 'http' | 'grpc') =>
+  `Unable to parse 'trace_count'. Expecting value >= -1, got:${transport === 'http' ? '' : ' '}${value}`)
+
+/** Over gRPC, a setting given more than one value. */
+export const traceSettingValues = invalid('ERR_SHM_TRACE_SETTING_VALUES', (setting: string) =>
+  `expect only 1 value for '${setting}'`)
+
+/** Over HTTP, a setting of the wrong JSON type, in TritonJson's words. */
+export const traceSettingType = invalid('ERR_SHM_TRACE_SETTING_TYPE', (expected: 'string' | 'array') =>
+  `attempt to access JSON non-${expected} as ${expected}`)
+
+/** The settings would trace nothing though tracing is on (`reason` empty: `trace_count` 0). */
+export const invalidTraceSetting = invalid('ERR_SHM_INVALID_TRACE_SETTING', (reason: string) =>
+  `Attempting to set invalid trace setting :${reason}`)
+
+export const invalidTraceRequest = invalid('ERR_SHM_INVALID_TRACE_REQUEST', (reason: string) =>
+  `failed to parse the request JSON buffer: ${reason}`)
+
 // Sequences, decoupled models and streams (Triton's sequence extension, ModelStreamInfer): Triton's texts
 
 /** A request's flags over HTTP that are not of their type (Triton's TritonJson reads them). */

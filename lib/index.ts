@@ -26,6 +26,7 @@ export { parseBytesTensor, readBytesElements, serializedSize, writeBytesTensor }
 export { ModelTable, type InferCall, type StreamCall, type ModelTableOptions, type VersionMetrics } from './models/model-table'
 export { type ModelControlMode, type ModelRepositoryOptions, type RepositoryLogger } from './models/model-repository'
 export { type ModelDeclaration } from './models/declaration'
+export { type TraceOptions, type TraceLevelName, type TraceMode, type TraceValues, DEFAULT_TRACE_VALUES } from './models/trace-settings'
 export { serverMetadata, SERVER_EXTENSIONS, REPOSITORY_EXTENSIONS } from './models/server-metadata'
 export { ServerLogging, TRITON_LOG_SETTINGS, pinoLevelOf, type LevelledLogger } from './models/server-logging'
 export { tritonMetrics, DEFAULT_QUANTILES, type TritonMetrics, type TritonMetricsOptions, type MetricsRegister, type SummaryOptions } from './metrics/triton-metrics'

@@ -145,9 +145,9 @@ t.test('--log-*: the logging extension starts from them, and the logger writes a
 })
 
 t.test('an option the example does not take, or a bad value: refused at startup, said once, exit code 1', async (t) => {
-  const unknown = await refusedStart(t, ['--model-control-mode=explicit', '--trace-config=level=TIMESTAMPS'])
+  const unknown = await refusedStart(t, ['--model-control-mode=explicit', '--cache-config=local,size=1048576'])
   t.equal(unknown.code, 1)
-  t.equal(occurrences(unknown.printed, "unrecognized option '--trace-config=level=TIMESTAMPS': the example service does not take it"), 1, unknown.printed)
+  t.equal(occurrences(unknown.printed, "unrecognized option '--cache-config=local,size=1048576': the example service does not take it"), 1, unknown.printed)
   t.equal(occurrences(unknown.printed, '--model-control-mode'), 0, 'the options it takes are not named')
 
   const zero = await refusedStart(t, ['--http-max-input-size=0'], { WORKERS: '2' })

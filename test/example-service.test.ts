@@ -72,7 +72,7 @@ t.test('discovery: server metadata, health, model metadata', async (t) => {
   t.same(server.body, {
     name: 'triton',
     version,
-    extensions: ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'logging']
+    extensions: ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging']
   })
 
   for (const route of ['/v2/health/live', '/v2/health/ready', '/v2/models/simple/ready', '/v2/models/simple/versions/1/ready']) {

@@ -51,7 +51,7 @@ t.test('perf_analyzer against the example: -m simple -i http --shared-memory sys
   t.same(server, {
     name: 'triton',
     version,
-    extensions: ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'logging']
+    extensions: ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging']
   })
 
   // 2. Model metadata: the batch dimension is a leading -1, as max_batch_size is 8.
@@ -219,7 +219,7 @@ t.test('readiness: the server, a model, a version; unready versions answer as Tr
   t.same(JSON.parse(answer.text), { model_name: 'echo', model_version: '1', outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [2], data: [4, 5] }] }, 'served by version 1, and says so')
   const stats = (await getJson<{ model_stats: ModelStatistics[] }>(t, `${base}/v2/models/echo/stats`)).model_stats
   t.same(stats.map(({ version, inference_stats: { success } }) => [version, success.count]), [['1', 1]], 'only ready versions are listed')
-  t.same(await getJson(t, `${base}/v2`), { name: 'fastify-triton-shm', version: '', extensions: ['classification', 'sequence', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics'] },
+  t.same(await getJson(t, `${base}/v2`), { name: 'fastify-triton-shm', version: '', extensions: ['classification', 'sequence', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'trace'] },
     'the default server name; the version is the host\'s to give')
 })
 

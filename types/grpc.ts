@@ -143,3 +143,7 @@ export interface RepositoryIndexRequest { repository_name: string, ready: boolea
 export interface RepositoryIndexResponse { models: Array<{ name: string, version: string, state: string, reason: string }> }
 export interface RepositoryModelLoadRequest { repository_name: string, model_name: string, parameters: Record<string, ModelRepositoryParameter> }
 export interface RepositoryModelUnloadRequest { repository_name: string, model_name: string, parameters: Record<string, ModelRepositoryParameter> }
+
+/** Triton's trace extension (`TraceSetting`): each setting's values as strings; none clears it. */
+export interface TraceSettingRequest { settings: Record<string, { value: string[] }>, model_name: string }
+export interface TraceSettingResponse { settings: Record<string, { value: string[] }> }

@@ -144,6 +144,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
       clearTimeout(cut)
       await Promise.all([closed, streamsEnded])
       models.endSequences()
+      await models.closeTraces()
     }
   }
 }

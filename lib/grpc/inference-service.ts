@@ -1,13 +1,13 @@
 /**
  * The whole of `GRPCInferenceService` this package serves, from the shared memory API and the
  * model table the HTTP routes serve: health, server and model metadata, configuration, statistics,
- * ModelInfer, ModelStreamInfer, the shared memory RPCs and, given `logging`, LogSettings. RPCs not
- * listed answer UNIMPLEMENTED (grpc-js does).
+ * ModelInfer, ModelStreamInfer, TraceSetting, the shared memory RPCs and, given `logging`,
+ * LogSettings. RPCs not listed answer UNIMPLEMENTED (grpc-js does).
  */
 import type { handleUnaryCall, ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js'
 import type { RestrictedCategory, SystemSharedMemoryRegistry } from '../../types'
 import type { InferLimits } from '../../types/kserve'
-import type { SharedMemoryServiceOptions } from '../../types/grpc'
+import type { SharedMemoryServiceOptions, TraceSettingRequest } from '../../types/grpc'
 import type { ModelTable } from '../models/model-table'
 import type { ServerLogging } from '../models/server-logging'
 import { serverMetadata } from '../models/server-metadata'
@@ -19,6 +19,7 @@ import { modelStreamInferHandler, type OpenStreams } from './model-stream-infer'
 import { repositoryHandlers } from './repository-service'
 import { restrictedStream, restrictedUnary } from './restricted-calls'
 import { sharedMemoryHandlers } from './shared-memory-service'
+import { traceSetting } from './trace-service'
 import type { ErrorLogger } from './status'
 import { unary } from './unary'
 
@@ -70,6 +71,7 @@ export function inferenceServiceOver (api: SharedMemoryApi, { models, server, li
     ModelMetadata: rpc('metadata', ({ name, version }: ModelRequest) => models.metadata(name, given(version))),
     ModelConfig: rpc('model-config', ({ name, version }: ModelRequest) => ({ config: models.config(name, given(version)) })),
     ModelStatistics: rpc('statistics', ({ name, version }: ModelRequest) => models.statistics(given(name), given(version))),
+    TraceSetting: rpc('trace', (request: TraceSettingRequest) => traceSetting(models, request)),
     ModelInfer: restricted('inference', modelInferHandler({ registry: api.registry, models, limits, log })),
     ModelStreamInfer: restrictedStream(restrictions, 'inference', modelStreamInferHandler({ registry: api.registry, models, limits, log, streams }), log),
     ...sharedMemoryHandlers(api, log, restrictions),

@@ -17,6 +17,7 @@ import { type ModelRoute, modelSchemas } from './model-schemas'
 import { checkModelsOptions, type KServeModelsOptions, MODELS_PLUGIN } from './models-options'
 import { repositoryRoutes } from './repository-routes'
 import { restrictedHook } from './restricted-hook'
+import { traceRoutes } from './trace-routes'
 
 type ModelRequest = FastifyRequest<{ Params: { model: string, version?: string } }>
 type ModelHandler = (request: ModelRequest, reply: FastifyReply) => Promise<unknown>
@@ -40,7 +41,10 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
   app.setSerializerCompiler(() => (body: unknown) => JSON.stringify(body))
   useInferBodyParser(app, { bodyLimit, jsonLimit, inFlight: registry.inFlight })
   // What sequences hold (a model's state, leases it kept) is let go with the server.
-  app.addHook('onClose', async () => table.endSequences())
+  app.addHook('onClose', async () => {
+    table.endSequences()
+    await table.closeTraces()
+  })
 
   const route = (url: string, of: ModelRoute, category: RestrictedCategory, handler: ModelHandler, method: 'GET' | 'POST' = 'GET') =>
     app.route({
@@ -73,10 +77,12 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
   }
   if (table.servesRepository) await app.register(repositoryRoutes, { models: table, bodyLimit, openapi, restrictions })
   if (logging !== undefined) await app.register(loggingRoutes, { logging, openapi, restrictions })
+  await app.register(traceRoutes, { models: table, openapi, restrictions })
 }
 
 /**
- * `GET /v2`, `/v2/health/{live,ready}`, `/v2/models/stats` and, at `/v2/models/<m>` and
+ * `GET /v2`, `/v2/health/{live,ready}`, `/v2/models/stats`, Triton's trace settings
+ * (`/v2/trace/setting`, `/v2/models/<m>/trace/setting`) and, at `/v2/models/<m>` and
  * `/v2/models/<m>/versions/<v>`: metadata, `/ready`, `/config`, `/stats` and `POST /infer`,
  * every answer from `options.models`. Errors are `{"error": <message>}` with Triton's texts.
  */

@@ -28,6 +28,8 @@ import {
 import { type SequenceDirectory, SequenceBatcher, type SequenceTurn } from './sequences'
 import { type FailureReason, InferenceStatistics, type StatisticsTotals } from './statistics'
 import { checkTableOptions, type ModelTableOptions } from './table-options'
+import type { TraceChange, TraceValues } from './trace-settings'
+import { Tracer } from './tracer'
 
 export type { ModelTableOptions }
 
@@ -119,6 +121,8 @@ export class ModelTable {
   readonly #servesRepository: boolean
   readonly #processStatistics: boolean
   readonly #log: RepositoryLogger | undefined
+  /** Triton's trace settings, global and per model, and the traces they take. */
+  readonly #tracer: Tracer
   /** The shared registry whose store holds this table's statistics and repository state. */
   #registry: Registry | undefined
   /** The other processes of its service, which own some sequences and run their requests. */
@@ -140,7 +144,8 @@ export class ModelTable {
     for (const versionsOfName of declared.values()) {
       for (const declaration of versionsOfName) this.#declare(store, ensembles.get(declaration), declaration)
     }
-    const { repository = false, processStatistics = false, log } = checkTableOptions(options, [...this.#models.keys()])
+    const { repository = false, processStatistics = false, log, trace } = checkTableOptions(options, [...this.#models.keys()])
+    this.#tracer = new Tracer(store, trace, log)
     this.#servesRepository = repository !== false
     this.#processStatistics = processStatistics
     this.#log = log
@@ -224,6 +229,7 @@ export class ModelTable {
     }
     peers.serve((call) => this.#answer(call))
     this.#repository.attach(store)
+    this.#tracer.attach(store)
   }
 
   /** Every model name, in the order declared. */
@@ -329,6 +335,30 @@ export class ModelTable {
     return this.#repository.index(readyOnly)
   }
 
+  /** Triton's trace settings: of `model` (which must be ready: Triton's `Request for unknown
+   * model`), or the global ones. */
+  traceSettings (model?: string): TraceValues {
+    this.#checkTraced(model)
+    return this.#tracer.settings.values(model)
+  }
+
+  /** Changes Triton's trace settings of `model` (or the global ones) in every process of the
+   * service, and returns them (see `TraceSettings.update`). */
+  updateTraceSettings (model: string | undefined, change: TraceChange): TraceValues {
+    this.#checkTraced(model)
+    return this.#tracer.settings.update(model, change)
+  }
+
+  /** Writes the traces taken so far to their files, and closes them: the faces call it as their
+   * server stops. */
+  closeTraces (): Promise<void> {
+    return this.#tracer.close()
+  }
+
+  #checkTraced (model: string | undefined): void {
+    if (model !== undefined && !(this.names.includes(model) && this.isModelReady(model))) throw errors.traceUnknownModel(model)
+  }
+
   /** Loads (or reloads) every version of a declared model, in every process of the service, and
    * resolves once each serves it (see `ModelRepository.load`: its hooks, overrides and errors). */
   load (name: string, overrides?: ModelLoadOverrides): Promise<void> {
@@ -406,6 +436,7 @@ export class ModelTable {
   async #run<Result> (model: ModelVersion, call: InferCall<Result>, stream?: StreamCall<Result>, here = false): Promise<Result | undefined> {
     const start = performance.now()
     const { statistics } = model
+    const trace = this.#tracer.sample(model.declaration.name)
     model.inFlight++
     statistics.started()
     let infer: InferRequest | undefined
@@ -459,6 +490,7 @@ export class ModelTable {
       // A model that is not decoupled answers once, now.
       if (model.declaration.decoupled !== true) firstResponse = end
       statistics.succeeded({ start, read, runStart, ran, end, firstResponse }, batchSizeOf(model, infer))
+      if (trace !== undefined) this.#tracer.record(trace, model.declaration.name, model.version, { start, read, runStart, ran, end })
     } catch (error) {
       if (!forwarded || ranNowhere(error)) statistics.failed(start, failureReason(error, infer?.signal, running), pending)
       throw error

@@ -4,11 +4,12 @@ import type { ServerMetadataResponse } from '../../types/models'
 /**
  * The protocol extensions served, in Triton's order: classification (of an output, by the infer
  * helpers), sequences, model configuration (the model table), system shared memory (the plugin),
- * binary tensor data (`readInferRequest`), parameters (a request's, given to its model) and
- * statistics (the model table). perf_analyzer asks for statistics only when `statistics` is listed.
+ * binary tensor data (`readInferRequest`), parameters (a request's, given to its model),
+ * statistics and trace (the model table). perf_analyzer asks for statistics only when `statistics`
+ * is listed.
  */
 export const SERVER_EXTENSIONS: readonly string[] = Object.freeze([
-  'classification', 'sequence', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics'
+  'classification', 'sequence', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'trace'
 ])
 
 /** Served only by a table that serves the model repository extension (Triton lists both: its

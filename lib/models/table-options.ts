@@ -2,6 +2,7 @@
 import * as errors from '../errors'
 import { describeOptionProblem, validatorOf } from '../util/options-validator'
 import type { ModelRepositoryOptions, RepositoryLogger } from './model-repository'
+import type { TraceOptions } from './trace-settings'
 
 export interface ModelTableOptions {
   /** Serve Triton's model repository extension (index, load, unload) from this table, over HTTP
@@ -12,6 +13,9 @@ export interface ModelTableOptions {
   processStatistics?: boolean
   /** Where the failures of `load` and `unload` hooks that no request reports are logged. */
   log?: RepositoryLogger
+  /** Triton's trace settings the table starts with (its `--trace-config`); clients change them
+   * through the trace extension. Default: tracing off. */
+  trace?: TraceOptions
 }
 
 const TABLE = 'fastify-triton-shm model table'
@@ -35,6 +39,18 @@ const problemOf = validatorOf({
       else: { type: 'boolean' }
     },
     processStatistics: { type: 'boolean' },
+    trace: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        level: { type: 'array', uniqueItems: true, items: { enum: ['TIMESTAMPS', 'TENSORS'] } },
+        rate: { type: 'integer', minimum: 0, maximum: 4294967295 },
+        count: { type: 'integer', minimum: -1, maximum: 2147483647 },
+        logFrequency: { type: 'integer', minimum: 0, maximum: 4294967295 },
+        file: { type: 'string' },
+        mode: { enum: ['triton'] }
+      }
+    },
     log: { type: 'object', required: ['error'], properties: { error: { isFunction: true } } }
   }
 })

@@ -91,6 +91,14 @@ export interface ModelStore {
   /** Changes a setting for every process in one step: `change` gets its current value and
    * returns the new one (a throw changes nothing). */
   changeSetting<T>(name: string, change: (current: T | undefined) => T): T
+  /** The trace settings clients changed (JSON), if any: a shared store first checks, cheaply,
+   * whether another process changed them. */
+  traceState(): string | undefined
+  /** Changes whenever `traceState()` would return another text. */
+  readonly traceVersion: number
+  /** Replaces the trace settings with what `change` makes of the current ones, for every process
+   * (atomically in a shared store: a throw of `change` changes nothing). */
+  changeTraceState(change: (current: string | undefined) => string): void
 }
 
 /** A table's own store: its cells and records in this process. */
@@ -99,6 +107,8 @@ export class MemoryModelStore implements ModelStore {
   readonly #cells = new Map<string, VersionCells>()
   readonly #records = new Map<string, ModelRecord>()
   version = 0
+  #traceState: string | undefined
+  traceVersion = 0
 
   cells (name: string, version: string): VersionCells {
     const key = `${version}:${name}`
@@ -134,5 +144,14 @@ export class MemoryModelStore implements ModelStore {
     const changed = change(this.#settings.get(name) as T | undefined)
     this.#settings.set(name, changed)
     return changed
+  }
+
+  traceState (): string | undefined {
+    return this.#traceState
+  }
+
+  changeTraceState (change: (current: string | undefined) => string): void {
+    this.#traceState = change(this.#traceState)
+    this.traceVersion++
   }
 }

@@ -32,10 +32,15 @@ export const MODEL_SCHEMA = `
     value TEXT NOT NULL
   );
   ${SEQUENCE_SCHEMA}
+  -- The trace settings clients changed: one row, JSON (see lib/models/trace-settings.ts).
+  CREATE TABLE IF NOT EXISTS trace_settings (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    state TEXT NOT NULL
+  );
 `
 
 /** Empties what a service that starts again must not find. */
-export const CLEAR_MODELS = 'DELETE FROM model_slots; DELETE FROM models; DELETE FROM settings; DELETE FROM sequences'
+export const CLEAR_MODELS = 'DELETE FROM model_slots; DELETE FROM models; DELETE FROM settings; DELETE FROM sequences; DELETE FROM trace_settings'
 
 /** What the shared store lends this one. */
 export interface SharedStoreContext {
@@ -88,6 +93,8 @@ export class SqliteModelStore implements ModelStore {
   readonly #listeners: Array<() => void> = []
   #open = true
   version = 0
+  #traceState: string | undefined
+  traceVersion = 0
 
   constructor (context: SharedStoreContext) {
     this.#context = context
@@ -158,7 +165,12 @@ export class SqliteModelStore implements ModelStore {
     // The revision first: a change made while reading bumps it again, and is read next time.
     const revision = this.#context.revision()
     const rows = this.#statements.models.all() as ModelRow[]
+    const traceState = this.#statements.traceState.get() as string | undefined
     this.#revision = revision
+    if (traceState !== this.#traceState) {
+      this.#traceState = traceState
+      this.traceVersion++
+    }
     const records = new Map(rows.map((row) => [row.name, toRecord(row)]))
     if (!sameRecords(records, this.#records)) {
       this.#records = records
@@ -188,6 +200,19 @@ export class SqliteModelStore implements ModelStore {
       this.#context.wrote()
       return changed
     })
+  }
+
+  traceState (): string | undefined {
+    this.records()
+    return this.#traceState
+  }
+
+  changeTraceState (change: (current: string | undefined) => string): void {
+    this.#context.transaction(() => {
+      this.#statements.setTraceState.run(change(this.#statements.traceState.get() as string | undefined))
+      this.#context.wrote()
+    })
+    this.records()
   }
 
   onCheck (listener: () => void): void {
@@ -233,6 +258,8 @@ function prepare (db: Database) {
     generationOf: statement('SELECT generation FROM models WHERE name = ?').pluck(),
     setModel: statement('INSERT OR REPLACE INTO models (name, loaded, generation, reason, overrides) VALUES (?, ?, ?, ?, ?)'),
     setting: statement('SELECT value FROM settings WHERE name = ?').pluck(),
-    setSetting: statement('INSERT OR REPLACE INTO settings (name, value) VALUES (?, ?)')
+    setSetting: statement('INSERT OR REPLACE INTO settings (name, value) VALUES (?, ?)'),
+    traceState: statement('SELECT state FROM trace_settings WHERE id = 0').pluck(),
+    setTraceState: statement('INSERT OR REPLACE INTO trace_settings (id, state) VALUES (0, ?)')
   }
 }
