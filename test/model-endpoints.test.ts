@@ -271,7 +271,9 @@ t.test('the routes in a host\'s OpenAPI document: operationIds, tags, or hidden'
     'get /v2/models/{model}/stats modelStatistics', 'post /v2/models/{model}/infer modelInfer',
     'get /v2/models/{model}/versions/{version} modelVersionMetadata', 'get /v2/models/{model}/versions/{version}/ready modelVersionReady',
     'get /v2/models/{model}/versions/{version}/config modelVersionConfig', 'get /v2/models/{model}/versions/{version}/stats modelVersionStatistics',
-    'post /v2/models/{model}/versions/{version}/infer modelVersionInfer'
+    'post /v2/models/{model}/versions/{version}/infer modelVersionInfer',
+    'get /v2/trace/setting traceSetting', 'post /v2/trace/setting traceSettingUpdate',
+    'get /v2/models/{model}/trace/setting modelTraceSetting', 'post /v2/models/{model}/trace/setting modelTraceSettingUpdate'
   ])
   t.ok(operations.filter(({ path }) => path.startsWith('/v2')).every(({ tags, summary, description }) => tags[0] === 'KServe' && summary !== '' && description !== ''))
   t.ok(ids('/replica').every((id) => id.includes(' replica_')), 'the prefix goes before every operationId')
