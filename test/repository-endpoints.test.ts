@@ -149,7 +149,7 @@ t.test('the extension is listed, and served, only by a table that serves it', as
   const served = await serve(t)
   const extensions = async (url: string) => (await (await fetch(`${url}/v2`)).json() as { extensions: string[] }).extensions
   t.same(await extensions(served.url), [
-    'classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics'
+    'classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'model_configuration', 'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'trace'
   ], 'where Triton lists it')
   t.same((await served.grpc.call('ServerMetadata')).extensions, await extensions(served.url))
 
