@@ -12,7 +12,7 @@ import * as errors from '../errors'
 import { DEFAULT_INFER_LIMITS } from './infer-limits'
 import { BinaryCursor, type InputBytes, readInput, readJsonData } from './input-tensors'
 import {
-  encodeResponse, type EncodedResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets,
+  encodeGenerateResponse, encodeResponse, type EncodedResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets,
   responseBudgets
 } from './output-tensors'
 import { modelParametersOfJson } from './request-parameters'
@@ -257,6 +257,12 @@ export class InferRequest {
     if (this.#answer !== undefined) return this.#answer
     const head = { id: this.id, model_name: this.model.name, model_version: this.modelVersion }
     return encodeResponse(head, this.#plans, this.#produced, this.#budgets)
+  }
+
+  /** The response of Triton's generate extension (`encodeGenerateResponse`) for the outputs the
+   * model stored since its last response. */
+  encodeGenerate (): string {
+    return encodeGenerateResponse({ id: this.id, model_name: this.model.name, model_version: this.modelVersion }, this.#produced, this.#budgets)
   }
 
   /** The request as its transport read it (its inputs in shared memory name their regions), and
