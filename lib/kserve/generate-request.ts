@@ -20,18 +20,26 @@ type JsonObject = Record<string, unknown>
 
 const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value)
 
-/** What Triton's JSON reader says of a value that is not of its element's JSON type, per datatype. */
-function accessOf (datatype: Datatype): { accepts: (value: unknown) => boolean, accessed: string } {
-  switch (datatype) {
-    case 'BYTES': return { accepts: (value) => typeof value === 'string', accessed: 'non-string as string' }
-    case 'BOOL': return { accepts: (value) => typeof value === 'boolean', accessed: 'non-boolean as boolean' }
-    case 'UINT8': case 'UINT16': case 'UINT32': case 'UINT64':
-      return { accepts: (value) => Number.isInteger(value) && (value as number) >= 0, accessed: 'non-unsigned-integer as unsigned-integer' }
-    case 'INT8': case 'INT16': case 'INT32': case 'INT64':
-      return { accepts: (value) => Number.isInteger(value), accessed: 'non-signed-integer as signed-integer' }
-    default: return { accepts: (value) => typeof value === 'number', accessed: 'non-number as double' }
-  }
+interface JsonAccess {
+  accepts: (value: unknown) => boolean
+  /** TritonJson's words for a value it cannot read so. */
+  accessed: string
 }
+
+const NUMBER: JsonAccess = { accepts: (value) => typeof value === 'number', accessed: 'non-number as double' }
+
+/** How Triton's JSON reader reads an element, by datatype without its size (FP16 and BF16, which
+ * JSON cannot carry, are refused once their elements are read). */
+const ACCESS: Readonly<Record<string, JsonAccess>> = {
+  BYTES: { accepts: (value) => typeof value === 'string', accessed: 'non-string as string' },
+  BOOL: { accepts: (value) => typeof value === 'boolean', accessed: 'non-boolean as boolean' },
+  UINT: { accepts: (value) => Number.isInteger(value) && (value as number) >= 0, accessed: 'non-unsigned-integer as unsigned-integer' },
+  INT: { accepts: (value) => Number.isInteger(value), accessed: 'non-signed-integer as signed-integer' },
+  FP: NUMBER,
+  BF: NUMBER
+}
+
+const accessOf = (datatype: Datatype): JsonAccess => ACCESS[datatype.replace(/\d+$/, '')]
 
 /** The bytes the elements take once typed: BYTES as Triton serializes them, the others at their size. */
 function typedByteSize (datatype: Datatype, elements: unknown[]): number {

@@ -150,7 +150,9 @@ export class InferRequest {
     this.#budgets = responseBudgets(this.limits, ownBytes, (bytes) => reservation?.charge(bytes), outputCopies)
     this.#nextBudgets = () => {
       this.#responseReservation?.release()
-      const next = this.#responseReservation = reservation && registry.inFlight.open()
+      // Once the request is over (its client gone), what its run still stores is never sent, and
+      // no reservation may outlive it.
+      const next = this.#responseReservation = this.#over ? undefined : reservation && registry.inFlight.open()
       return responseBudgets(this.limits, ownBytes, (bytes) => next?.charge(bytes), outputCopies)
     }
     const hold = (lease: Lease) => { this.#leases.push(lease) }
@@ -260,9 +262,10 @@ export class InferRequest {
   }
 
   /** The response of Triton's generate extension (`encodeGenerateResponse`) for the outputs the
-   * model stored since its last response. */
+   * model stored since its last response; the model table gives every such request its version. */
   encodeGenerate (): string {
-    return encodeGenerateResponse({ id: this.id, model_name: this.model.name, model_version: this.modelVersion }, this.#produced, this.#budgets)
+    const head = { id: this.id ?? '', model_name: this.model.name, model_version: this.modelVersion as string }
+    return encodeGenerateResponse(head, this.#produced, this.#budgets)
   }
 
   /** The request as its transport read it (its inputs in shared memory name their regions), and

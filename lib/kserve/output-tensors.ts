@@ -302,11 +302,11 @@ export function encodeResponse (head: ResponseHead, plans: Map<string, OutputPla
  * itself, any other count as a flat array), every key in Triton's order (sorted). An output named
  * as one of the first three is left out, as Triton leaves it.
  */
-export function encodeGenerateResponse (head: ResponseHead, produced: Map<string, ProducedOutput>, budgets: ResponseBudgets): string {
+export function encodeGenerateResponse (head: Required<ResponseHead>, produced: Map<string, ProducedOutput>, budgets: ResponseBudgets): string {
   const fields = new Map<string, string>()
-  if (head.id !== undefined && head.id !== '') fields.set('id', JSON.stringify(head.id))
+  if (head.id !== '') fields.set('id', JSON.stringify(head.id))
   fields.set('model_name', JSON.stringify(head.model_name))
-  if (head.model_version !== undefined) fields.set('model_version', JSON.stringify(head.model_version))
+  fields.set('model_version', JSON.stringify(head.model_version))
   for (const [name, output] of produced) {
     if (fields.has(name)) continue
     const json = jsonOf(output, budgets.json)
