@@ -14,6 +14,7 @@ import type { BytesElements, InferRequest, ModelSignature, SequenceBatching } fr
 import { OnnxRunner, onnxSignature, type OnnxSignatureOptions } from '../lib/onnxruntime'
 import { decoupledModels } from './decoupled-models'
 import { decoupledEnsembles, parametersEnsemble, zeroEnsembles } from './ensemble-models'
+import { mockLlm } from './generate-models'
 import { identityModels } from './identity-models'
 import type { Model } from './model'
 import { optionalInputModels } from './optional-input-models'
@@ -184,7 +185,7 @@ export async function loadModels (): Promise<Map<string, Model>> {
     onnxModel(runner, 'tiny_classifier.onnx', { name: 'tiny_classifier' })
   ])
   const models = [...onnxModels, simpleString, addSubFp32, simpleInt8, simpleSequence, simpleDynaSequence, simpleStringDynaSequence,
-    ...decoupledModels(), ...identityModels(), ...decoupledEnsembles(), ...zeroEnsembles(), parameterModel, parametersEnsemble,
+    ...decoupledModels(), mockLlm, ...identityModels(), ...decoupledEnsembles(), ...zeroEnsembles(), parameterModel, parametersEnsemble,
     ...optionalInputModels()]
   return new Map(models.map((model) => [model.signature.name, model]))
 }

@@ -601,6 +601,38 @@ export const correlationIdDatatype = invalid('ERR_SHM_CORRELATION_ID_DATATYPE',
 export const decoupledNotSupported = answered('ERR_SHM_DECOUPLED_NOT_SUPPORTED', 'unsupported', (endpoint: 'HTTP end point' | 'ModelInfer RPC') =>
   `${endpoint} doesn't support models with decoupled transaction policy`)
 
+// The generate extension (POST .../generate, .../generate_stream): Triton's texts
+
+/** An input of a generate request whose elements take more than the input size limit once typed
+ * (`consumed`: the bytes of the inputs before it). */
+export const generateInputTooLarge = invalid('ERR_SHM_GENERATE_INPUT_TOO_LARGE', (consumed: number, input: string, byteSize: number, maxBytes: number) =>
+  `request size of ${consumed} bytes with input '${input}' of size ${byteSize} bytes exceeds the maximum allowed input size of ${maxBytes}. ` +
+  'Use --http-max-input-size to increase the limit.')
+
+/** A generate request's value whose element count fits no shape of its input. */
+export const generateInputShape = invalid('ERR_SHM_GENERATE_INPUT_SHAPE', (input: string) =>
+  `The schema can not convert input '${input}' to tensor with proper shape`)
+
+/** A generate request's value of the wrong JSON type for its input (`reading`: Triton's words for
+ * what it was reading; `accessed`: TritonJson's, e.g. `non-string as string`). */
+export const generateInputType = invalid('ERR_SHM_GENERATE_INPUT_TYPE', (reading: string, accessed: string) =>
+  `${reading}: attempt to access JSON ${accessed}`)
+
+/** A generate request's keyword of a nested schema (`parameters`) that is also an input's name, or is no object. */
+export const generateKeywordInput = invalid('ERR_SHM_GENERATE_KEYWORD_INPUT', (keyword: string) =>
+  `Keyword '${keyword}' for nested schema also given as input tensor name`)
+
+export const generateKeywordNotObject = invalid('ERR_SHM_GENERATE_KEYWORD_NOT_OBJECT', (keyword: string) =>
+  `Expected JSON object for keyword: '${keyword}': attempt to access JSON non-object as object`)
+
+/** A mistake inside a nested schema's object, in Triton's words for where it was. */
+export const generateKeywordInvalid = invalid('ERR_SHM_GENERATE_KEYWORD_INVALID', (keyword: string, message: string) =>
+  `Converting keyword: '${keyword}': ${message}`)
+
+/** `generate` on a (decoupled) model that sent no response, or more than one. */
+export const generateResponseCount = answered('ERR_SHM_GENERATE_RESPONSE_COUNT', 'internal', () =>
+  'generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses')
+
 export const streamShuttingDown = answered('ERR_SHM_STREAM_SHUTTING_DOWN', 'unavailable', () =>
   'GRPC server is shutting down and has stopped accepting new requests.')
 

@@ -143,7 +143,7 @@ t.test('perf_analyzer against the example: -m simple -i http --shared-memory sys
   t.same(all.map(({ name }) => name), [
     ...libtorchZero, ...zeroEnsembles, 'nop_TYPE_BOOL_-1', 'nop_TYPE_FP32_-1',
     'add_sub_fp32', 'custom_identity_int32', 'custom_zero_1_float32', 'ensemble', 'fan_repeat', 'identity', 'identity_bytes', 'identity_fp32',
-    'identity_int32', 'input_all_optional', 'input_all_required', 'input_optional', 'nested_square',
+    'identity_int32', 'input_all_optional', 'input_all_required', 'input_optional', 'mock_llm', 'nested_square',
     // Versions 1, 2 and 3.
     ...Array(3).fill('libtorch_nobatch_int32_int32_int32'),
     ...zeroModels, 'onnx_zero_1_object_1_element', 'parameter', 'repeat_int32', 'repeat_int32_non_decoupled', 'repeat_square', 'sequence_repeat',
@@ -269,9 +269,12 @@ t.test('the routes in a host\'s OpenAPI document: operationIds, tags, or hidden'
     'get /v2 serverMetadata', 'get /v2/health/live serverLive', 'get /v2/health/ready serverReady', 'get /v2/models/stats allModelStatistics',
     'get /v2/models/{model} modelMetadata', 'get /v2/models/{model}/ready modelReady', 'get /v2/models/{model}/config modelConfig',
     'get /v2/models/{model}/stats modelStatistics', 'post /v2/models/{model}/infer modelInfer',
+    'post /v2/models/{model}/generate modelGenerate', 'post /v2/models/{model}/generate_stream modelGenerateStream',
     'get /v2/models/{model}/versions/{version} modelVersionMetadata', 'get /v2/models/{model}/versions/{version}/ready modelVersionReady',
     'get /v2/models/{model}/versions/{version}/config modelVersionConfig', 'get /v2/models/{model}/versions/{version}/stats modelVersionStatistics',
     'post /v2/models/{model}/versions/{version}/infer modelVersionInfer',
+    'post /v2/models/{model}/versions/{version}/generate modelVersionGenerate',
+    'post /v2/models/{model}/versions/{version}/generate_stream modelVersionGenerateStream',
     'get /v2/trace/setting traceSetting', 'post /v2/trace/setting traceSettingUpdate',
     'get /v2/models/{model}/trace/setting modelTraceSetting', 'post /v2/models/{model}/trace/setting modelTraceSettingUpdate'
   ])

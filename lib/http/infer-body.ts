@@ -11,6 +11,7 @@ import { DEFAULT_JSON_LIMIT } from '../kserve/infer-limits'
 import { PARSED_JSON_MULTIPLE, reservationIn } from './in-flight'
 import { inferPayload } from './infer-payload'
 import { HEADER_LENGTH_HEADER } from './infer-headers'
+import { isJsonBodyRoute } from './json-body-route'
 
 export { HEADER_LENGTH_HEADER } from './infer-headers'
 
@@ -73,10 +74,12 @@ export function parseInferBody (headerLengthValue: string | string[] | undefined
   return new InferBody(parseHeader(body.subarray(0, length), jsonLimit, reservation), body.subarray(length))
 }
 
-/** A Fastify content-type parser (`parseAs: 'buffer'`) that yields an `InferBody`. */
+/** A Fastify content-type parser (`parseAs: 'buffer'`) that yields an `InferBody` (a JSON body
+ * route's: all JSON, see `JSON_BODY_CONFIG`). */
 export function inferBodyParser (request: FastifyRequest, body: Buffer, done: (error: Error | null, body?: InferBody) => void,
   jsonLimit = DEFAULT_JSON_LIMIT) {
   try {
+    if (isJsonBodyRoute(request)) return done(null, new InferBody(parseHeader(body, jsonLimit, reservationIn(request)), Buffer.alloc(0)))
     done(null, parseInferBody(request.headers[HEADER_LENGTH_HEADER], body, jsonLimit, reservationIn(request)))
   } catch (error) {
     done(error as Error)

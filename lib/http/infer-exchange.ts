@@ -37,10 +37,19 @@ function wireOf (request: FastifyRequest, model: ModelSignature, reservation: In
  * back when the reply closes.
  */
 export function readInferRequest (request: FastifyRequest, reply: FastifyReply, options: ReadInferRequestOptions): InferRequest {
-  const reservation = options.reservation ?? reservationIn(request) ?? bodyCharged(request, reply, options)
+  const reservation = reservationFor(request, reply, options)
   const { wire, bytes } = wireOf(request, options.model, reservation)
   // The body copies each output's bytes once.
-  const infer = new InferRequest(wire, bytes, { outputCopies: 1, ...options, reservation })
+  return tiedToReply(request, reply, new InferRequest(wire, bytes, { outputCopies: 1, ...options, reservation }))
+}
+
+/** The reservation a request's reading charges: the one given, or the body's (charged now if no
+ * hook charged it as it arrived). */
+export const reservationFor = (request: FastifyRequest, reply: FastifyReply, options: ReadInferRequestOptions): InFlightReservation =>
+  options.reservation ?? reservationIn(request) ?? bodyCharged(request, reply, options)
+
+/** `infer`, abandoned if the reply closes before it is finished, and released when it closes. */
+export function tiedToReply (request: FastifyRequest, reply: FastifyReply, infer: InferRequest): InferRequest {
   // A pipelined request's response waits behind the ones sent before it, and Node never closes a
   // waiting response when its connection goes: the socket's close ends the request too.
   const socket = request.raw.socket
@@ -87,7 +96,7 @@ export function inferResponse (infer: InferRequest, reply: FastifyReply): string
 }
 
 /** Drops the connection once no byte of the response has moved for `ms`. */
-function dropWhenStalled (reply: FastifyReply, ms: number): void {
+export function dropWhenStalled (reply: FastifyReply, ms: number): void {
   const socket = reply.raw.socket
   if (socket === null) return
   const stop = watchOutput(socket, ms, () => {

@@ -11,6 +11,7 @@ import * as errors from '../errors'
 import { reservationOf } from './in-flight'
 import { type ContentCoding, inflatedBody, type InflateLimits } from './inflated-body'
 import { HEADER_LENGTH_HEADER } from './infer-headers'
+import { isJsonBodyRoute } from './json-body-route'
 import { receivedBytes } from './received-bytes'
 
 export interface PayloadLimits {
@@ -34,7 +35,7 @@ function contentCodingOf (request: FastifyRequest, reply: FastifyReply): Content
  * other, `bodyLimit`, refused as Fastify refuses a plain body past it. */
 function inflateLimits (request: FastifyRequest, { bodyLimit, jsonLimit }: PayloadLimits, reservation?: InFlightReservation): InflateLimits {
   const headerLength = request.headers[HEADER_LENGTH_HEADER]
-  const jsonOrRaw = headerLength === undefined || headerLength === '0'
+  const jsonOrRaw = headerLength === undefined || headerLength === '0' || isJsonBodyRoute(request)
   const charge = (bytes: number) => reservation?.charge(bytes)
   if (jsonOrRaw && jsonLimit <= bodyLimit) return { maxBytes: jsonLimit, tooLarge: () => errors.decompressedTooLarge(jsonLimit), charge }
   return { maxBytes: bodyLimit, tooLarge: () => new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE(), charge }
@@ -47,10 +48,18 @@ function noBody (request: FastifyRequest, reply: FastifyReply, payload: Readable
   return payload
 }
 
+/** A JSON body past Triton's input size, refused before a byte of it is read: the connection is
+ * closed once the answer is sent, as Fastify closes it past `bodyLimit` (the client is sending the
+ * body anyway). */
+function jsonBodyTooLarge (reply: FastifyReply, byteSize: number, jsonLimit: number): Error {
+  reply.header('connection', 'close')
+  return errors.jsonRequestTooLarge(byteSize, jsonLimit)
+}
+
 /** A `preParsing` hook reading each request's body as above (a body over `bodyLimit` is left to
- * Fastify's 413). */
+ * Fastify's 413; a JSON body route's over `jsonLimit` is refused in Triton's words). */
 export function inferPayload (limits: PayloadLimits) {
-  const { bodyLimit, inFlight } = limits
+  const { bodyLimit, jsonLimit, inFlight } = limits
   return async (request: FastifyRequest, reply: FastifyReply, payload: Readable): Promise<Readable> => {
     const declared = request.headers['content-length']
     const chunked = declared === undefined && request.headers['transfer-encoding'] !== undefined
@@ -58,6 +67,7 @@ export function inferPayload (limits: PayloadLimits) {
     const coding = contentCodingOf(request, reply)
     const reservation = inFlight === undefined ? undefined : reservationOf(request, reply, inFlight)
     if (!chunked) {
+      if (coding === undefined && isJsonBodyRoute(request) && Number(declared) > jsonLimit) throw jsonBodyTooLarge(reply, Number(declared), jsonLimit)
       // Past bodyLimit, Fastify refuses the body before it reads a byte of it.
       if (Number(declared) > bodyLimit) return payload
       reservation?.charge(Number(declared))

@@ -12,7 +12,7 @@ const KSERVE_TAG = 'KServe'
 /** The route of each schema. */
 export type ModelRoute =
   | 'serverMetadata' | 'serverLive' | 'serverReady' | 'allModelStatistics'
-  | 'modelMetadata' | 'modelReady' | 'modelConfig' | 'modelStatistics' | 'modelInfer'
+  | 'modelMetadata' | 'modelReady' | 'modelConfig' | 'modelStatistics' | 'modelInfer' | 'modelGenerate' | 'modelGenerateStream'
 
 /** A route's schema, at a path naming a model (`model`) or a model and a version (`modelVersion`). */
 export type ModelSchemas = Record<ModelRoute, Record<'model' | 'modelVersion', Record<string, unknown>>>
@@ -101,6 +101,22 @@ const ROUTES: Record<ModelRoute, RouteDoc> = {
     summary: 'Inference',
     description: 'Runs the model on a KServe V2 infer request: tensors as JSON, binary data or in system shared memory.',
     response: { 200: anyObject('The infer response (a JSON header then binary outputs, with Inference-Header-Content-Length)'), ...errors },
+    perModel: true
+  },
+  modelGenerate: {
+    operationId: 'Generate',
+    summary: 'Generate',
+    description: 'Triton\'s generate extension: the body\'s keys that name inputs of the model are those inputs (a value or a flat array), ' +
+      'the others, and those under `parameters`, request parameters; the model\'s one response as a JSON object.',
+    response: { 200: anyObject('id, model_name, model_version and each output, by name'), ...errors },
+    perModel: true
+  },
+  modelGenerateStream: {
+    operationId: 'GenerateStream',
+    summary: 'Generate, streamed',
+    description: 'As generate, each response of the model (a decoupled model sends any number) as a Server-Sent Event ' +
+      '(`data: {...}`); an error of the run is an event `data: {"error": ...}` that ends the stream.',
+    response: { 200: { description: 'text/event-stream; charset=utf-8: one event per response' }, ...errors },
     perModel: true
   }
 }

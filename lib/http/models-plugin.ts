@@ -10,7 +10,10 @@ import type { RestrictedCategory, SystemSharedMemoryRegistry } from '../../types
 import * as errors from '../errors'
 import { serverMetadata } from '../models/server-metadata'
 import { kserveErrorHandler } from './error-handler'
+import { DEFAULT_JSON_LIMIT } from '../kserve/infer-limits'
+import { generate, type GenerateOptions, generateStream } from './generate-exchange'
 import { useInferBodyParser } from './infer-body'
+import { JSON_BODY_CONFIG } from './json-body-route'
 import { inferResponse, readInferRequest } from './infer-exchange'
 import { loggingRoutes } from './logging-routes'
 import { type ModelRoute, modelSchemas } from './model-schemas'
@@ -68,12 +71,24 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
       respond: (inferRequest) => inferResponse(inferRequest, reply)
     })
   }
+  const generateOptions: GenerateOptions = { registry, limits, maxInputBytes: jsonLimit ?? DEFAULT_JSON_LIMIT, ...(beforeRun !== undefined && { beforeRun }) }
+  const generateRoute = (url: string, of: ModelRoute, handler: ModelHandler) =>
+    app.route({
+      method: 'POST',
+      url,
+      schema: schemas[of][url.includes(':version') ? 'modelVersion' : 'model'],
+      config: JSON_BODY_CONFIG,
+      ...(restrictions.isRestricted('inference') && { preParsing: restrictedHook(restrictions, () => 'inference') }),
+      handler: handler as RouteHandlerMethod
+    })
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
     route(base, 'modelMetadata', 'metadata', async ({ params }: ModelRequest) => table.metadata(params.model, params.version))
     route(`${base}/ready`, 'modelReady', 'health', async ({ params }: ModelRequest, reply) => empty(reply, table.isModelReady(params.model, params.version)))
     route(`${base}/config`, 'modelConfig', 'model-config', async ({ params }: ModelRequest) => table.config(params.model, params.version))
     route(`${base}/stats`, 'modelStatistics', 'statistics', async ({ params }: ModelRequest) => table.statistics(params.model, params.version))
     route(`${base}/infer`, 'modelInfer', 'inference', infer, 'POST')
+    generateRoute(`${base}/generate`, 'modelGenerate', async (request, reply) => generate(table, request, reply, generateOptions))
+    generateRoute(`${base}/generate_stream`, 'modelGenerateStream', async (request, reply) => generateStream(table, request, reply, generateOptions))
   }
   if (table.servesRepository) await app.register(repositoryRoutes, { models: table, bodyLimit, openapi, restrictions })
   if (logging !== undefined) await app.register(loggingRoutes, { logging, openapi, restrictions })
@@ -83,7 +98,8 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
 /**
  * `GET /v2`, `/v2/health/{live,ready}`, `/v2/models/stats`, Triton's trace settings
  * (`/v2/trace/setting`, `/v2/models/<m>/trace/setting`) and, at `/v2/models/<m>` and
- * `/v2/models/<m>/versions/<v>`: metadata, `/ready`, `/config`, `/stats` and `POST /infer`,
- * every answer from `options.models`. Errors are `{"error": <message>}` with Triton's texts.
+ * `/v2/models/<m>/versions/<v>`: metadata, `/ready`, `/config`, `/stats`, `POST /infer` and
+ * (Triton's generate extension) `POST /generate` and `/generate_stream`, every answer from
+ * `options.models`. Errors are `{"error": <message>}` with Triton's texts.
  */
 export const kserveModels = fp(models, { fastify: '5.x', name: 'fastify-triton-shm-models', encapsulate: true })

@@ -12,7 +12,7 @@ import * as errors from '../errors'
 import { DEFAULT_INFER_LIMITS } from './infer-limits'
 import { BinaryCursor, type InputBytes, readInput, readJsonData } from './input-tensors'
 import {
-  encodeResponse, type EncodedResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets,
+  encodeGenerateResponse, encodeResponse, type EncodedResponse, type OutputPlan, outputStorage, planOutputs, type ProducedOutput, type ResponseBudgets,
   responseBudgets
 } from './output-tensors'
 import { modelParametersOfJson } from './request-parameters'
@@ -150,7 +150,9 @@ export class InferRequest {
     this.#budgets = responseBudgets(this.limits, ownBytes, (bytes) => reservation?.charge(bytes), outputCopies)
     this.#nextBudgets = () => {
       this.#responseReservation?.release()
-      const next = this.#responseReservation = reservation && registry.inFlight.open()
+      // Once the request is over (its client gone), what its run still stores is never sent, and
+      // no reservation may outlive it.
+      const next = this.#responseReservation = this.#over ? undefined : reservation && registry.inFlight.open()
       return responseBudgets(this.limits, ownBytes, (bytes) => next?.charge(bytes), outputCopies)
     }
     const hold = (lease: Lease) => { this.#leases.push(lease) }
@@ -257,6 +259,13 @@ export class InferRequest {
     if (this.#answer !== undefined) return this.#answer
     const head = { id: this.id, model_name: this.model.name, model_version: this.modelVersion }
     return encodeResponse(head, this.#plans, this.#produced, this.#budgets)
+  }
+
+  /** The response of Triton's generate extension (`encodeGenerateResponse`) for the outputs the
+   * model stored since its last response; the model table gives every such request its version. */
+  encodeGenerate (): string {
+    const head = { id: this.id ?? '', model_name: this.model.name, model_version: this.modelVersion as string }
+    return encodeGenerateResponse(head, this.#produced, this.#budgets)
   }
 
   /** The request as its transport read it (its inputs in shared memory name their regions), and

@@ -305,3 +305,22 @@ export function encodeResponse (head: ResponseHead, plans: Map<string, OutputPla
   for (const { plan, output } of outputs) if (plan.lease !== undefined) storeInSharedMemory(output, plan)
   return { header: `{${headerFields(head)},"outputs":[${entries.join(',')}]}`, binary, outputs: encoded }
 }
+
+/**
+ * The response of Triton's generate extension: `id` (when not empty), `model_name`,
+ * `model_version` and each output the model stored, by name, its elements as JSON (one element as
+ * itself, any other count as a flat array), every key in Triton's order (sorted). An output named
+ * as one of the first three is left out, as Triton leaves it.
+ */
+export function encodeGenerateResponse (head: Required<ResponseHead>, produced: Map<string, ProducedOutput>, budgets: ResponseBudgets): string {
+  const fields = new Map<string, string>()
+  if (head.id !== '') fields.set('id', JSON.stringify(head.id))
+  fields.set('model_name', JSON.stringify(head.model_name))
+  fields.set('model_version', JSON.stringify(head.model_version))
+  for (const [name, output] of produced) {
+    if (fields.has(name)) continue
+    const json = jsonOf(output, budgets.json)
+    fields.set(name, exactElementCount(output.shape) === 1n ? json.slice(1, -1) : json)
+  }
+  return `{${[...fields.keys()].sort().map((key) => `${JSON.stringify(key)}:${fields.get(key) as string}`).join(',')}}`
+}
