@@ -223,6 +223,39 @@ t.test('a decoupled ensemble: each response of its decoupled step goes on throug
   t.equal((await stream.end()).code, status.OK)
 })
 
+t.test('two requests of a decoupled ensemble on one stream: each response goes on through the step after it as its request\'s decoupled step sends it, whatever the other does', async (t) => {
+  // The QA's sequence_repeat (repeat, then a step that is not decoupled), each request's repeat
+  // held at its own gate: one request's responses and final flag pass while the other's wait.
+  const gates = new Map([['a', new Gate(false)], ['b', new Gate(false)]])
+  const keyedRepeat: ModelDeclaration = { ...repeat(), run: (infer) => repeat(gates.get(infer.id as string)).run?.(infer) }
+  const sequence: ModelDeclaration = {
+    name: 'sequence',
+    inputs: [int32('IN')],
+    outputs: [int32('OUT', [1]), { name: 'IDX', datatype: 'UINT32', shape: [1] }],
+    ensembleScheduling: { steps: [step('repeat', { IN: 'IN' }, { OUT: 'value', IDX: 'IDX' }), step('increment', { IN: 'value' }, { OUT: 'OUT' })] }
+  }
+  const { port } = await serveModelTable(t, [increment, keyedRepeat, sequence])
+  const [a, b] = [gates.get('a') as Gate, gates.get('b') as Gate]
+  const stream = streamClient(t, port)
+  stream.write(streamRequest('sequence', 'a', [100, 101, 102, 103]))
+  await a.untilHeld(1)
+  // One response of a through, then a held again.
+  a.open()
+  a.close()
+  await stream.until(1)
+  await a.untilHeld(1)
+  stream.write(streamRequest('sequence', 'b', [100, 101, 102, 103]))
+  await b.untilHeld(1)
+  b.open()
+  await stream.until(6)
+  a.open()
+  const responses = await stream.until(10)
+  t.same(responses.map(({ infer_response: response }) => response.id), ['a', 'b', 'b', 'b', 'b', 'b', 'a', 'a', 'a', 'a'])
+  t.same(responses.map(finalFlag), [false, false, false, false, false, true, false, false, false, true], 'each request\'s final flag after its last response')
+  t.same(outs(responses), [101, 101, 102, 103, 104, 102, 103, 104])
+  t.equal((await stream.end()).code, status.OK)
+})
+
 t.test('a step that fails fails the request; a request the step cannot take is refused in the step\'s words', async (t) => {
   const failing: ModelDeclaration = { ...increment, name: 'failing', run () { throw Object.assign(new Error('no increment today'), { statusCode: 400 }) } }
   const through: ModelDeclaration = {

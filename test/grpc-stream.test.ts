@@ -110,6 +110,15 @@ async function setup (t: Test, declarations: ModelDeclaration[], options = {}) {
 
 const ok = (response: ModelStreamInferResponse) => response.error_message === ''
 
+/** Triton's refusal once the server stops. */
+const SHUTTING_DOWN = 'GRPC server is shutting down and has stopped accepting new requests.'
+
+/** The status of a stream the stop ended before its client ended its side: Triton's refusal. */
+const refusedStatus = async (stream: { status: Promise<{ code: number, details: string }> }) => {
+  const { code, details } = await stream.status
+  return [code, details]
+}
+
 const MiB = 1024 ** 2
 
 /** One INT32 in, 1 MiB out (each byte the input's low byte): responses a client must read. */
@@ -447,8 +456,13 @@ t.test('closing: open streams refuse new requests, answer those they read, then 
   const stream = streamClient(t, port)
   stream.write(rawSum('slow', 'held', 0))
   await gate.untilHeld(1)
+  const idle = streamClient(t, port)
+  idle.write(rawSum('simple', 'answered', 0))
+  t.ok(ok((await idle.until(1))[0]))
   const closed = streams.close(60_000)
   t.ok(streams.closing)
+  t.same(await refusedStatus(idle), [status.UNAVAILABLE, SHUTTING_DOWN],
+    'a stream with nothing in flight is ended at once, its client told why: what it sends now is not read')
   stream.write(rawSum('simple', 'late', 0))
   await whenEvent(streams, 'change', () => streams.counters().requestsInFlight === 2, 'the late request read')
   gate.open()
@@ -456,13 +470,16 @@ t.test('closing: open streams refuse new requests, answer those they read, then 
   t.same(responses.map(({ infer_response: response }) => response.id), ['held', 'late'])
   t.ok(ok(responses[0]), 'the request read before the close is answered')
   t.equal(responses[1].error_message, 'GRPC server is shutting down and has stopped accepting new requests.')
-  t.equal((await stream.status).code, status.OK, 'then the stream ends, OK')
+  t.same(await refusedStatus(stream), [status.UNAVAILABLE, SHUTTING_DOWN], 'then the stream ends, its client told why (it had not ended its side)')
   t.equal(await closed, true)
 
   const late = streamClient(t, port)
   late.write(rawSum('simple', 'after', 0))
-  t.equal((await late.status).code, status.OK, 'a stream opened while closing ends at once')
+  const refused = await late.status
+  t.same([refused.code, refused.details], [status.UNAVAILABLE, 'GRPC server is shutting down and has stopped accepting new requests.'],
+    'a stream opened while closing is refused at once, with Triton\'s text')
   t.same(late.received.map(({ error_message: message }) => message), [])
+  t.equal(streams.counters().streams, 0, 'and forgotten')
 
   const { port: otherPort, streams: others } = await setup(t, [floodModel()])
   const stalled = streamClient(t, otherPort)
@@ -470,6 +487,34 @@ t.test('closing: open streams refuse new requests, answer those they read, then 
   stalled.write(floodRequest)
   await whenEvent(others, 'change', () => others.counters().blocked === 1, 'the stream blocked on its client')
   t.equal(await others.close(1), false, 'false while a stream cannot end: the server then cancels it')
+})
+
+t.test('closing: a request read and still queued for a model instance is refused, as one read after; the one running finishes', async (t) => {
+  const gate = new Gate(false)
+  const runs = new Counter()
+  const slow: ModelDeclaration = { ...gatedSum('slow', gate), instanceCount: 1 }
+  const table = new ModelTable([{ ...slow, run: async (infer) => { runs.add(); await slow.run?.(infer) } }, simpleDeclaration])
+  const { app } = await buildInferApp(t, [])
+  const { port, streams } = await startStreamServer(t, app.systemSharedMemory, table)
+  const stream = streamClient(t, port)
+  stream.write(rawSum('slow', 'running', 0))
+  await gate.untilHeld(1)
+  stream.write(rawSum('slow', 'queued', 0))
+  // Pending in the model's statistics: read, and waiting for the one instance.
+  const pending = () => table.metricVersions().find(({ name }) => name === 'slow')?.totals().pending
+  await eventually(() => pending() === 1, 'the second request queued')
+  const closed = streams.close(60_000)
+  stream.write(rawSum('simple', 'late', 0))
+  await whenEvent(streams, 'change', () => streams.counters().requestsInFlight === 3, 'the late request read')
+  gate.open()
+  const responses = await stream.until(3)
+  t.same(responses.map(({ infer_response: response }) => response.id), ['running', 'queued', 'late'], 'in the order they came')
+  t.ok(ok(responses[0]), 'the request running when the server stopped is answered')
+  t.same(responses.slice(1).map(({ error_message: message }) => message), Array(2).fill('GRPC server is shutting down and has stopped accepting new requests.'))
+  t.equal(runs.count, 1, 'the queued request never ran')
+  t.same(await refusedStatus(stream), [status.UNAVAILABLE, SHUTTING_DOWN], 'then the stream ends, its client told why (it had not ended its side)')
+  t.equal(await closed, true)
+  t.equal(pending(), 0)
 })
 
 t.test('app.close() with a stream open: its request in flight is answered, the stream ends, leases end; a client that reads nothing is cancelled', async (t) => {
@@ -488,7 +533,7 @@ t.test('app.close() with a stream open: its request in flight is answered, the s
   gate.open()
   const [response] = await stream.until(1)
   t.ok(ok(response), 'answered')
-  t.equal((await stream.status).code, status.OK, 'the stream ended by the server')
+  t.same(await refusedStatus(stream), [status.UNAVAILABLE, SHUTTING_DOWN], 'the stream ended by the server, its client told why')
   await closed
   t.equal(app.systemSharedMemory.counters().liveLeases, 0)
 
@@ -534,7 +579,7 @@ t.test('from the moment app.close() is called, a stream refuses new requests wit
   t.ok(ok(before), 'the request in flight answered')
   t.same([refused.infer_response.id, refused.error_message], ['after', 'GRPC server is shutting down and has stopped accepting new requests.'])
   t.equal((await held).status, 200, 'the HTTP request in flight finished')
-  t.equal((await stream.status).code, status.OK, 'the stream ended by the server')
+  t.same(await refusedStatus(stream), [status.UNAVAILABLE, SHUTTING_DOWN], 'the stream ended by the server, its client told why')
   await closed
 })
 

@@ -9,7 +9,8 @@
  *
  * Every request holds its own leases for its run (a decoupled model's: for all its responses), so
  * an unregister meanwhile is deferred as for ModelInfer; a cancelled stream abandons its requests
- * and ends their leases. A response is written only when the stream's `write()` allows, else after
+ * and ends their leases; a server that stops refuses the requests not yet in flight (read after
+ * the stop, or queued for their turn or an instance) and new streams. A response is written only when the stream's `write()` allows, else after
  * its `drain`; while responses wait for the client to read, or `maxRequestsInFlight` requests are
  * unanswered, the stream reads no more requests (HTTP/2 flow control then holds the client back),
  * so a client that stops reading holds a bounded part of the server's memory. Each request is
@@ -78,8 +79,10 @@ export class OpenStreams extends EventEmitter<{ change: [] }> {
   }
 
   /**
-   * Refuses new requests on every stream (Triton's UNAVAILABLE text) and ends each stream, with
-   * status OK, once its requests are answered. Resolves true once all have ended, or false after
+   * Refuses new requests on every stream (Triton's UNAVAILABLE text), and new streams with it as
+   * their status; refuses so too each request read and still queued (waiting for its sequence's
+   * turn or a model instance: not yet in flight); ends each stream once its requests are
+   * answered: with status OK if its client ended its side, else with the refusal as its status. Resolves true once all have ended, or false after
    * `graceMs` if some have not (a client that reads nothing): the server then cancels them.
    */
   async close (graceMs: number): Promise<boolean> {
@@ -150,6 +153,8 @@ class InferStream {
   /** Responses waiting for `write()` to allow them. */
   readonly #writes: Array<{ message: ModelStreamInferResponse, written: () => void }> = []
   readonly #requests = new Set<InferRequest>()
+  /** Of those, the ones whose run has not begun. */
+  readonly #queued = new Set<InferRequest>()
   readonly #maxInFlight: number
   /** The first failure closes the stream with its status instead (Triton's `triton_grpc_error` header). */
   readonly #grpcErrors: boolean
@@ -200,9 +205,18 @@ class InferStream {
     return this.#gate?.waiting === true
   }
 
-  /** Ends the stream once every request read is answered (the server is stopping). */
+  /** The server is stopping: the requests still queued are refused, and the stream ends once
+   * every request read is answered. */
   endWhenAnswered (): void {
+    for (const infer of this.#queued) infer.abandon(errors.streamShuttingDown())
     this.#endIfAnswered()
+  }
+
+  /** Ends the stream with Triton's refusal as its status: the server is stopping. */
+  #refuse (): void {
+    this.#stopReading()
+    this.call.emit('error', toServiceError(errors.streamShuttingDown()))
+    this.streams.delete(this)
   }
 
   /** Requests are read until the stream ends, at either end. */
@@ -243,9 +257,11 @@ class InferStream {
         infer = modelInferRequest(request,
           { registry, model: signature, modelVersion, limits, sequence: parameters.sequence, reservation, outputCopies: OUTPUT_COPIES })
         this.#requests.add(infer)
+        this.#queued.add(infer)
         return infer
       },
       beforeRun: () => { ran = true },
+      started: (read) => { this.#queued.delete(read) },
       respond: (read) => {
         const response = inferResponse(read)
         // A single response holds no byte of shared memory: its leases end now.
@@ -278,6 +294,7 @@ class InferStream {
       if (decoupled) reservation.release()
       if (infer === undefined) return
       this.#requests.delete(infer)
+      this.#queued.delete(infer)
       infer.release()
     })
   }
@@ -360,8 +377,12 @@ class InferStream {
     if (changed) this.#gate?.hold(pause)
   }
 
+  /** Ends the stream once every request read is answered: OK when its client ended its side;
+   * else (the server is stopping) with Triton's refusal, so that a client still sending learns
+   * that what it sends now is not read, instead of waiting for answers. */
   #endIfAnswered (): void {
     if (this.#ended || this.#inFlight > 0 || !(this.#readEnded || this.streams.closing)) return
+    if (!this.#readEnded) return this.#refuse()
     this.#stopReading()
     this.call.end()
   }

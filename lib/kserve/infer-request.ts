@@ -331,11 +331,12 @@ export class InferRequest {
     return this.#abandoned.signal
   }
 
-  /** Marks the request abandoned by its client (see `signal`). Nothing to do once its leases have
+  /** Marks the request abandoned by its client (see `signal`), or by its transport with `reason`
+   * (a stream's request still queued when the server stops). Nothing to do once its leases have
    * ended (grpc-js reports every unary call that ended as cancelled). */
-  abandon (): void {
+  abandon (reason: Error = errors.clientClosedRequest()): void {
     if (this.#over) return
-    this.#abandoned.abort(errors.clientClosedRequest())
+    this.#abandoned.abort(reason)
   }
 
   /**

@@ -52,6 +52,10 @@ export interface InferCall<Result> {
   read(signature: ModelSignature, version: string): InferRequest
   /** Awaited once the request is read, before the run (timed as `queue`): admission, tracing. */
   beforeRun?(infer: InferRequest): void | Promise<void>
+  /** Told once the request's run begins: its sequence's turn and a model instance taken (or it
+   * was handed to the process that owns its sequence). Until then it is queued, not in flight: a
+   * stream refuses its queued requests when the server stops. */
+  started?(infer: InferRequest): void
   /** The response, from the outputs the run filled (timed as `compute_output`). */
   respond(infer: InferRequest): Result
   /** The transport, for Triton's words when it cannot carry a decoupled model's responses
@@ -463,6 +467,7 @@ export class ModelTable {
       if (turn !== undefined) await untilTurn(turn, infer.signal)
       instance = await model.instances?.take(infer.signal)
       infer.signal.throwIfAborted()
+      call.started?.(infer)
       const sending = infer
       // Triton's first-response histogram: a decoupled request's first response, sent as it runs.
       let firstResponse: number | undefined
@@ -510,6 +515,7 @@ export class ModelTable {
   async #forward<Result> (model: ModelVersion, infer: InferRequest, owner: number, call: InferCall<Result>,
     stream?: StreamCall<Result>): Promise<Result | undefined> {
     await call.beforeRun?.(infer)
+    call.started?.(infer)
     let result: Result | undefined
     await runAtOwner(this.#peers as ServicePeers, owner, model.declaration.name, model.version, infer, async (answered, final) => {
       if (stream === undefined) result = call.respond(infer)
