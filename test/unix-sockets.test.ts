@@ -124,6 +124,20 @@ t.test('the socket file\'s owner and group, as asked', async (t) => {
   t.same({ uid: owned.uid, gid: owned.gid }, { uid: user.uid, gid: process.getgid?.() }, 'the owner alone: the group stays the server\'s')
 })
 
+t.test('the owner alone or the group alone: the other is left as it was (any user: its own ids)', async (t) => {
+  const socketPath = path.join(socketDirectory(t), 'grpc.sock')
+  const uid = process.getuid?.() as number
+  const gid = process.getgid?.() as number
+  const ownerOnly = await service(t, { path: socketPath + '-owner', socketOwner: { uid } })
+  await ownerOnly.ready()
+  const owned = statSync(socketPath + '-owner')
+  t.same({ uid: owned.uid, gid: owned.gid }, { uid, gid })
+  const groupOnly = await service(t, { path: socketPath + '-group', socketOwner: { gid } })
+  await groupOnly.ready()
+  const grouped = statSync(socketPath + '-group')
+  t.same({ uid: grouped.uid, gid: grouped.gid }, { uid, gid })
+})
+
 t.test('a path taken is refused, and what is there is left alone', async (t) => {
   const directory = socketDirectory(t)
   const message = (socketPath: string) => `fastify-triton-shm: cannot listen for gRPC on '${socketPath}': a file is there already ` +
