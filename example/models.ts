@@ -34,7 +34,7 @@ type NumericArray = Int8Array | Int32Array | Float32Array
 
 /** INPUT0, INPUT1 -> OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, element by element (an
  * INT8 result wraps, as the cast back of Triton's graph does). Both inputs have one shape. */
-function sumAndDifference (name: string, datatype: 'INT8' | 'INT32' | 'FP32', shape: number[], maxBatchSize: number): Model {
+export function sumAndDifference (name: string, datatype: 'INT8' | 'INT32' | 'FP32', shape: number[], maxBatchSize: number): Model {
   return {
     signature: {
       name, versions: ['1'], platform: 'node', maxBatchSize, inputs: pair(datatype, shape, 'INPUT'), outputs: pair(datatype, shape, 'OUTPUT')
@@ -194,6 +194,6 @@ export async function loadModels (): Promise<Map<string, Model>> {
  * A client that left meanwhile gets no run: its regions may be unmapped already. */
 export async function run (model: Model, infer: InferRequest, delayMs: number): Promise<void> {
   if (delayMs > 0) await sleep(delayMs)
-  infer.signal.throwIfAborted()
+  infer.throwIfAbandoned()
   await model.execute?.(infer)
 }

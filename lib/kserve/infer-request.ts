@@ -110,7 +110,11 @@ export class InferRequest {
   readonly #produced = new Map<string, ProducedOutput>()
   readonly #leases: Lease[] = []
   readonly #registry: SystemSharedMemoryRegistry
-  readonly #abandoned = new AbortController()
+  /** Why the request was abandoned, once it is; and the controller of `signal`, made when first
+   * asked for (an AbortController costs several microseconds, more than the rest of a small
+   * request's reading: most requests are never abandoned, and their signal never read). */
+  #abandonedBy?: Error
+  #abandoned?: AbortController
   /** Holds taken by `retain()` and not yet ended; `release()` waits for the last. */
   #holds = 0
   #releaseWaiting = false
@@ -300,7 +304,7 @@ export class InferRequest {
     if (this.#finalSent) throw errors.responseAfterFinal(this.model.name)
     const sender = this.#sender
     if (sender === undefined) throw errors.notDecoupled(this.model.name)
-    this.signal.throwIfAborted()
+    this.throwIfAbandoned()
     this.#finalSent = final
     try {
       await sender(final)
@@ -328,15 +332,25 @@ export class InferRequest {
    * from then on, so a long model run should stop (`signal.throwIfAborted()` throws a 499 error).
    */
   get signal (): AbortSignal {
+    if (this.#abandoned === undefined) {
+      this.#abandoned = new AbortController()
+      if (this.#abandonedBy !== undefined) this.#abandoned.abort(this.#abandonedBy)
+    }
     return this.#abandoned.signal
+  }
+
+  /** Throws once the request is abandoned (`signal.throwIfAborted()`, without making the signal). */
+  throwIfAbandoned (): void {
+    if (this.#abandonedBy !== undefined) throw this.#abandonedBy
   }
 
   /** Marks the request abandoned by its client (see `signal`), or by its transport with `reason`
    * (a stream's request still queued when the server stops). Nothing to do once its leases have
    * ended (grpc-js reports every unary call that ended as cancelled). */
   abandon (reason: Error = errors.clientClosedRequest()): void {
-    if (this.#over) return
-    this.#abandoned.abort(reason)
+    if (this.#over || this.#abandonedBy !== undefined) return
+    this.#abandonedBy = reason
+    this.#abandoned?.abort(reason)
   }
 
   /**

@@ -466,7 +466,7 @@ export class ModelTable {
       await call.beforeRun?.(infer)
       if (turn !== undefined) await untilTurn(turn, infer.signal)
       instance = await model.instances?.take(infer.signal)
-      infer.signal.throwIfAborted()
+      infer.throwIfAbandoned()
       call.started?.(infer)
       const sending = infer
       // Triton's first-response histogram: a decoupled request's first response, sent as it runs.

@@ -63,7 +63,7 @@ export class OnnxModel {
     try {
       const end = await this.#slots.acquire(infer.signal)
       try {
-        infer.signal.throwIfAborted()
+        infer.throwIfAbandoned()
         await this.#runNow(infer)
       } finally {
         end()
@@ -99,7 +99,7 @@ export class OnnxModel {
     try {
       results = await run.done
     } catch (error) {
-      infer.signal.throwIfAborted()
+      infer.throwIfAbandoned()
       throw errors.onnxRunFailed((error as Error).message)
     } finally {
       infer.signal.removeEventListener('abort', stop)

@@ -1,0 +1,46 @@
+/**
+ * A request abandoned by its client (`abandon()`): its signal aborts with the reason, whether it
+ * was read before or after (it is made when first read), `throwIfAbandoned()` throws the same
+ * reason, the first reason stays, and a request whose leases have ended is not abandoned.
+ */
+import t from 'tap'
+import { InferRequest, Registry } from '../lib/index'
+import type { InferRequestWire, ModelSignature } from '../types'
+
+const model: ModelSignature = { name: 'echo', inputs: [{ name: 'X', datatype: 'INT32', shape: [-1] }], outputs: [{ name: 'Y', datatype: 'INT32', shape: [-1] }] }
+const wire: InferRequestWire = { inputs: [{ name: 'X', datatype: 'INT32', shape: [2], data: [1, 2] }] }
+const request = () => new InferRequest(structuredClone(wire), Buffer.alloc(0), { registry: new Registry(), model })
+
+t.test('a signal read before the abandonment aborts with its reason; throwIfAbandoned throws it', async (t) => {
+  const infer = request()
+  const signal = infer.signal
+  const aborted = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
+  t.equal(signal.aborted, false)
+  infer.throwIfAbandoned()
+  t.pass('nothing thrown while the client is there')
+  infer.abandon()
+  await aborted
+  t.match(signal.reason, { kind: 'cancelled' })
+  t.throws(() => infer.throwIfAbandoned(), signal.reason)
+  infer.release()
+})
+
+t.test('a signal first read after the abandonment is aborted already, with the first reason', async (t) => {
+  const infer = request()
+  const first = new Error('its stream stopped')
+  infer.abandon(first)
+  infer.abandon(new Error('a later reason'))
+  t.throws(() => infer.throwIfAbandoned(), first)
+  t.equal(infer.signal.aborted, true)
+  t.equal(infer.signal.reason, first, 'the first reason stays')
+  t.equal(infer.signal, infer.signal, 'one signal, made once')
+  infer.release()
+})
+
+t.test('a request whose leases ended is not abandoned', async (t) => {
+  const infer = request()
+  infer.release()
+  infer.abandon()
+  infer.throwIfAbandoned()
+  t.equal(infer.signal.aborted, false)
+})
