@@ -71,6 +71,29 @@ t.test('touching a page past the end reads zeros instead of SIGBUS, and poisons 
   t.same(mappingsOf(key), [], 'a poisoned region unmaps whole')
 })
 
+t.test('measured when a region\'s use begins; while leases are live, caught where a page past the end is touched', async (t) => {
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const key = makeObject(t, REGION_BYTES)
+  registry.register('r', { key, byteSize: REGION_BYTES })
+  const first = registry.acquire('r', 0, PAGE_SIZE)
+  truncateSync(objectPath(key), 2 * PAGE_SIZE)
+  const past = registry.acquire('r', 5 * PAGE_SIZE, PAGE_SIZE)
+  t.pass('a lease beside a live one is not measured')
+  t.equal(past.buffer[0], 0, 'its page past the end reads zero')
+  refusedAsTruncated(t, registry, 'r')
+  past.release()
+  first.release()
+
+  const other = makeObject(t, REGION_BYTES)
+  registry.register('s', { key: other, byteSize: REGION_BYTES })
+  const live = registry.acquire('s', 0, PAGE_SIZE)
+  truncateSync(objectPath(other), 2 * PAGE_SIZE)
+  live.release()
+  refusedAsTruncated(t, registry, 's')
+  t.pass('the next first lease measures again, though no page past the end was touched')
+})
+
 t.test('a child process truncates while the server reads and writes in a loop', async (t) => {
   const registry = new Registry()
   t.teardown(() => registry.close())

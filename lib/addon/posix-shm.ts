@@ -25,7 +25,7 @@ interface Addon {
   unmap(mapping: MappingHandle | ArrayBuffer): boolean
   /** Lets go of a handle without unmapping: the mapping goes with the last of its windows. */
   release(mapping: MappingHandle): void
-  intact(mapping: MappingHandle | ArrayBuffer): boolean
+  intact(mapping: MappingHandle | ArrayBuffer, measure?: boolean): boolean
   create(key: string, byteSize: number): void
   unlink(key: string): void
 }
@@ -80,6 +80,12 @@ export class MappedRange {
   /** See `isIntact`. */
   get intact (): boolean {
     return addon.intact(this.#handle)
+  }
+
+  /** `intact` as far as this process knows without measuring the object (no system call): false
+   * once a page past its end was touched (the fault guard caught it), or once it is unmapped. */
+  get untouchedPastEnd (): boolean {
+    return addon.intact(this.#handle, false)
   }
 
   /** Unmaps now; every window reads as length 0 from then on. False if it was unmapped already. */

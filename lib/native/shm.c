@@ -16,9 +16,11 @@
  *                                    reads as empty. A handle is released with it
  *   release(mapping)              -> lets go of a handle without unmapping: the mapping lives on
  *                                    while a window does, and goes with the last of them
- *   intact(mapping or window)     -> false if the object shrank below the mapped range since (its
+ *   intact(mapping or window[, measure])
+ *                                 -> false if the object shrank below the mapped range since (its
  *                                    owner truncated it), or a page past its end was touched
- *                                    (fault-guard.c)
+ *                                    (fault-guard.c); with measure false, the object's size is
+ *                                    not read (no system call): only a page touched counts
  *   create(key, byteSize)      -> makes a new object (O_CREAT | O_EXCL, mode 0600) of that size
  *   unlink(key)                -> removes an object's name
  *
@@ -371,12 +373,15 @@ static napi_value release_object(napi_env env, napi_callback_info info) {
 }
 
 static napi_value intact_object(napi_env env, napi_callback_info info) {
-  napi_value args[1];
+  napi_value args[2];
   mapping *map;
+  bool measure = true;
   struct stat object;
-  if (!addon_get_args(env, info, 1, 0, args) || !mapping_of(env, args[0], &map)) return NULL;
+  if (!addon_get_args(env, info, 1, 1, args) || !mapping_of(env, args[0], &map)) return NULL;
+  /* Left true unless a boolean is given (a missing argument reads as undefined). */
+  napi_get_value_bool(env, args[1], &measure);
   if (map == NULL || !map->mapped || map->poisoned) return boolean(env, false);
-  return boolean(env, fstat(map->fd, &object) == 0 && (uint64_t)object.st_size >= map->end);
+  return boolean(env, !measure || (fstat(map->fd, &object) == 0 && (uint64_t)object.st_size >= map->end));
 }
 
 static napi_value create_object(napi_env env, napi_callback_info info) {

@@ -29,9 +29,15 @@ export class Region {
     return this.#mapping.object
   }
 
-  /** False once the client shrank its object below the region (views would read past its end). */
+  /**
+   * False once the client shrank its object below the region (views would read past its end). Its
+   * size is measured (fstat: the costliest step of a small lease) when the region's use begins, at
+   * its first lease; while leases are live, a truncation is caught where it matters: a view that
+   * touches a page past the object's end reads zeros and poisons the region (the fault guard), and
+   * the next lease is refused.
+   */
   get intact (): boolean {
-    return this.#mapping.intact
+    return this.#liveLeases === 0 ? this.#mapping.intact : this.#mapping.untouchedPastEnd
   }
 
   /** A view of `[offset, offset + byteSize)` of the region; the caller has checked the bounds, and
