@@ -4,16 +4,16 @@
  * Cases: HTTP (node:http, keep-alive, the request's bytes made once); ModelInfer from a lean
  * HTTP/2 client (node:http2, the request's gRPC message encoded once: what the server costs, as
  * perf_analyzer's C++ client measures it); ModelInfer and ModelStreamInfer from grpc-js clients
- * (GrpcKServeClient, and one stream). Figures, in requests per second: one grpc-js stream against
- * grpc-js ModelInfer calls (`grpcStreamVsUnaryThroughput`), and lean ModelInfer against lean HTTP
- * (`grpcVsHttpThroughput`); the server's CPU per request beside them. Rounds alternate between the
- * cases, so a busy machine slows each alike; every case's outputs are checked once.
+ * (GrpcKServeClient, and one stream); lean HTTP and lean ModelInfer again over the server's Unix
+ * sockets. Figures, in requests per second: one grpc-js stream against grpc-js ModelInfer calls
+ * (`grpcStreamVsUnaryThroughput`), lean ModelInfer against lean HTTP (`grpcVsHttpThroughput`), and
+ * each lean client over a Unix socket against over TCP (`unixVsTcpThroughputHttp`, `...Grpc`); the
+ * server's CPU per request beside them. Rounds alternate between the cases, so a busy machine slows
+ * each alike; every case's outputs are checked once.
  *
  * Alone: `npx tsx bench/grpc-stream.ts [--quick] [--cpu-prof]` (profiles to bench/results/profiles/).
  */
 import { mkdirSync } from 'node:fs'
-import http from 'node:http'
-import http2 from 'node:http2'
 import path from 'node:path'
 import { type ClientDuplexStream, credentials } from '@grpc/grpc-js'
 import { GrpcKServeClient, inferenceService, MESSAGE_LIMIT_OPTIONS } from '../lib/grpc'
@@ -21,12 +21,13 @@ import type { ModelStreamInferResponse } from '../types/grpc'
 import { num, progress, ratio, table } from './format'
 import { ServerProcess } from './server-process'
 import { alternatingRounds, type CaseResult } from './alternating-rounds'
+import { httpClient, modelInferClient } from './lean-clients'
 import { makeObject, removeObject } from './shm-objects'
 
 export interface GrpcStreamPlan { rounds: number, secondsPerRun: number }
 
-type Case = 'http' | 'grpcUnary' | 'grpcJsUnary' | 'grpcStream'
-const CASES: Case[] = ['http', 'grpcUnary', 'grpcJsUnary', 'grpcStream']
+type Case = 'http' | 'grpcUnary' | 'grpcJsUnary' | 'grpcStream' | 'httpUnix' | 'grpcUnaryUnix'
+const CASES: Case[] = ['http', 'grpcUnary', 'grpcJsUnary', 'grpcStream', 'httpUnix', 'grpcUnaryUnix']
 
 export type GrpcStreamCaseResult = CaseResult
 
@@ -38,51 +39,12 @@ export interface GrpcStreamResult {
   grpcVsHttp: number
   /** req/s, grpc-js ModelInfer / lean HTTP (the client's cost included). */
   grpcJsVsHttp: number
+  /** req/s, over a Unix socket / over TCP: lean HTTP, and lean ModelInfer. */
+  unixVsTcp: { http: number, grpc: number }
 }
 
 const MODEL = 'simple'
 const TENSOR_BYTES = 64
-
-/** One request in flight at a time over node:http with a kept-alive connection: the JSON body of `request`. */
-function httpSender (url: string, request: object): { send(): Promise<Buffer>, close(): void } {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
-  const body = Buffer.from(JSON.stringify(request))
-  const { hostname, port } = new URL(url)
-  const send = () => new Promise<Buffer>((resolve, reject) => {
-    const outgoing = http.request({ agent, hostname, port, method: 'POST', path: `/v2/models/${MODEL}/infer`, headers: { 'content-length': body.length } }, (response) => {
-      const chunks: Buffer[] = []
-      response.on('data', (chunk: Buffer) => chunks.push(chunk))
-      response.on('end', () => response.statusCode === 200 ? resolve(Buffer.concat(chunks)) : reject(new Error(`HTTP ${response.statusCode}: ${Buffer.concat(chunks)}`)))
-    })
-    outgoing.on('error', reject)
-    outgoing.end(body)
-  })
-  return { send, close: () => agent.destroy() }
-}
-
-/** ModelInfer calls over one HTTP/2 connection (node:http2), the message encoded once, as a lean
- * client (perf_analyzer's) sends them: a call's headers, its length-prefixed message, and its end. */
-function rawUnarySender (address: string, request: object): { send(): Promise<Buffer>, close(): void } {
-  const { service } = inferenceService() as unknown as { service: Record<string, { path: string, requestSerialize(value: object): Buffer }> }
-  const { path: rpcPath, requestSerialize } = service.ModelInfer
-  const message = requestSerialize(request)
-  const frame = Buffer.alloc(5 + message.length)
-  frame.writeUInt32BE(message.length, 1)
-  message.copy(frame, 5)
-  const session = http2.connect(`http://${address}`)
-  const headers = { ':method': 'POST', ':path': rpcPath, 'content-type': 'application/grpc', te: 'trailers' }
-  const send = () => new Promise<Buffer>((resolve, reject) => {
-    const stream = session.request(headers)
-    const chunks: Buffer[] = []
-    let grpcStatus: string | undefined
-    stream.on('data', (chunk: Buffer) => chunks.push(chunk))
-    stream.on('trailers', (trailers) => { grpcStatus = String(trailers['grpc-status']) })
-    stream.on('end', () => grpcStatus === '0' ? resolve(Buffer.concat(chunks)) : reject(new Error(`grpc-status ${grpcStatus}`)))
-    stream.on('error', reject)
-    stream.end(frame)
-  })
-  return { send, close: () => session.close() }
-}
 
 /** One ModelStreamInfer stream, one request in flight at a time. */
 function streamSender (address: string, request: object): { send(): Promise<ModelStreamInferResponse>, close(): void } {
@@ -131,14 +93,18 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
     outputs: [0, 1].map((index) => ({ name: `OUTPUT${index}`, parameters: parameters(regions.out, index * TENSOR_BYTES) }))
   })
   const grpcRequest = { model_name: MODEL, ...wire(grpcParameters) }
-  const httpClient = httpSender(server.url, wire(jsonParameters))
+  const http = httpClient({ address: server.url.replace('http://', '') }, `/v2/models/${MODEL}/infer`, wire(jsonParameters))
   const stream = streamSender(server.grpcAddress, grpcRequest)
-  const raw = rawUnarySender(server.grpcAddress, grpcRequest)
+  const raw = modelInferClient({ address: server.grpcAddress }, grpcRequest)
+  const httpUnix = httpClient({ socketPath: server.httpSocket }, `/v2/models/${MODEL}/infer`, wire(jsonParameters))
+  const rawUnix = modelInferClient({ socketPath: server.grpcSocket }, grpcRequest)
   const send: Record<Case, () => Promise<unknown>> = {
-    http: () => httpClient.send(),
+    http: () => http.send(),
     grpcUnary: () => raw.send(),
     grpcJsUnary: () => unary.modelInfer(grpcRequest),
-    grpcStream: () => stream.send()
+    grpcStream: () => stream.send(),
+    httpUnix: () => httpUnix.send(),
+    grpcUnaryUnix: () => rawUnix.send()
   }
   const check = (what: Case) => {
     const sum = int32s(output.bytes, 16)
@@ -165,14 +131,20 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
       cases,
       streamVsUnary: cases.grpcStream.requestsPerSecond / cases.grpcJsUnary.requestsPerSecond,
       grpcVsHttp: cases.grpcUnary.requestsPerSecond / cases.http.requestsPerSecond,
-      grpcJsVsHttp: cases.grpcJsUnary.requestsPerSecond / cases.http.requestsPerSecond
+      grpcJsVsHttp: cases.grpcJsUnary.requestsPerSecond / cases.http.requestsPerSecond,
+      unixVsTcp: {
+        http: cases.httpUnix.requestsPerSecond / cases.http.requestsPerSecond,
+        grpc: cases.grpcUnaryUnix.requestsPerSecond / cases.grpcUnary.requestsPerSecond
+      }
     }
   } finally {
     await unary.unregisterSystemSharedMemory().catch(() => {})
     stream.close()
     raw.close()
+    httpUnix.close()
+    rawUnix.close()
     unary.close()
-    httpClient.close()
+    http.close()
     removeObject(input)
     removeObject(output)
   }
@@ -180,7 +152,8 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
 
 export const GRPC_STREAM_LABELS: ReadonlyArray<[Case, string]> = [
   ['http', 'HTTP (node:http, keep-alive)'], ['grpcUnary', 'gRPC ModelInfer (node:http2, lean client)'],
-  ['grpcJsUnary', 'gRPC ModelInfer (grpc-js, GrpcKServeClient)'], ['grpcStream', 'gRPC ModelStreamInfer (grpc-js, one stream)']
+  ['grpcJsUnary', 'gRPC ModelInfer (grpc-js, GrpcKServeClient)'], ['grpcStream', 'gRPC ModelStreamInfer (grpc-js, one stream)'],
+  ['httpUnix', 'HTTP over a Unix socket (node:http)'], ['grpcUnaryUnix', 'gRPC ModelInfer over a Unix socket (node:http2, lean client)']
 ]
 
 /** The suite's table, as `npm run bench` prints it. */
@@ -191,6 +164,7 @@ export function grpcStreamTable (result: GrpcStreamResult, plan: GrpcStreamPlan)
       result.cases[kind].requests]),
     [`grpcStreamVsUnaryThroughput (req/s, grpc-js stream / grpc-js ModelInfer): ${ratio(result.streamVsUnary)}; ` +
       `grpcVsHttpThroughput (req/s, lean ModelInfer / HTTP): ${ratio(result.grpcVsHttp)} (grpc-js ModelInfer / HTTP: ${ratio(result.grpcJsVsHttp)})`,
+      `unixVsTcpThroughput (req/s, a Unix socket / TCP): HTTP ${ratio(result.unixVsTcp.http)}, gRPC ModelInfer ${ratio(result.unixVsTcp.grpc)}`,
       `${plan.rounds} alternating rounds of ${plan.secondsPerRun} s per case; each request sent when the last one's response came (perf_analyzer's concurrency 1).`])
 }
 
@@ -208,7 +182,13 @@ async function main () {
     progress(`${MODEL} over HTTP, ModelInfer and ModelStreamInfer, ${plan.rounds} rounds of ${plan.secondsPerRun} s per case`)
     const result = await grpcStreamSuite(server, plan)
     process.stdout.write(grpcStreamTable(result, plan) + '\n')
-    process.stdout.write(JSON.stringify({ grpcStreamVsUnaryThroughput: result.streamVsUnary, grpcVsHttpThroughput: result.grpcVsHttp, grpcJsVsHttpThroughput: result.grpcJsVsHttp }) + '\n')
+    process.stdout.write(JSON.stringify({
+      grpcStreamVsUnaryThroughput: result.streamVsUnary,
+      grpcVsHttpThroughput: result.grpcVsHttp,
+      grpcJsVsHttpThroughput: result.grpcJsVsHttp,
+      unixVsTcpThroughputHttp: result.unixVsTcp.http,
+      unixVsTcpThroughputGrpc: result.unixVsTcp.grpc
+    }) + '\n')
   } finally {
     await server.stop()
   }

@@ -14,6 +14,7 @@ import { bytes, elapsedSeconds, gbPerSecond, ms, num, progress, ratio, table } f
 import { type GrpcPlan, grpcSuite } from './grpc'
 import { type GrpcStreamPlan, grpcStreamSuite, grpcStreamTable } from './grpc-stream'
 import { type InferPoint, inferSuite } from './infer'
+import { type InferFloorPlan, inferFloorSuite, inferFloorTable } from './infer-floor'
 import { TRANSPORTS, type Transport } from './infer-fixtures'
 import { MemcpyBaseline } from './memcpy'
 import { type OnnxPlan, onnxSuite } from './onnx'
@@ -52,6 +53,7 @@ interface Plan {
   sharedStatistics: SharedStatisticsPlan
   grpc: GrpcPlan
   grpcStream: GrpcStreamPlan
+  inferFloor: InferFloorPlan
   workers: WorkersPlan
 }
 
@@ -71,6 +73,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     sharedStatistics: { rounds: 6, secondsPerRun: 1.5, connections: 4, pipelining: 4, warmupRequests: 4000 },
     grpc: { tensorBytes: 4 * MiB, rounds: 2, secondsPerRun: 1, connections: 2 },
     grpcStream: { rounds: 2, secondsPerRun: 1 },
+    inferFloor: { rounds: 2, secondsPerRun: 1.5, connections: 4 },
     workers: { rounds: 2, secondsPerRun: 1.5, connections: 16, pipelining: 4, warmupRequests: 3000 }
   },
   full: {
@@ -88,6 +91,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     sharedStatistics: { rounds: 8, secondsPerRun: 4, connections: 4, pipelining: 4, warmupRequests: 10000 },
     grpc: { tensorBytes: 4 * MiB, rounds: 4, secondsPerRun: 3, connections: 2 },
     grpcStream: { rounds: 4, secondsPerRun: 3 },
+    inferFloor: { rounds: 5, secondsPerRun: 3, connections: 4 },
     workers: { rounds: 4, secondsPerRun: 3, connections: 16, pipelining: 4, warmupRequests: 10000 }
   }
 }
@@ -115,6 +119,9 @@ const GOALS = {
   grpcVsHttpCpuRatio: { at: 'most', value: 1.3 },
   grpcStreamVsUnaryThroughput: { at: 'least', value: 1.5 },
   grpcVsHttpThroughput: { at: 'least', value: 0.9 },
+  unixVsTcpThroughputHttp: { at: 'least', value: 1.1 },
+  unixVsTcpThroughputGrpc: { at: 'least', value: 1.1 },
+  inferFloorCpuRatio: { at: 'most', value: 1.3 },
   workersThroughputRatio: { at: 'least', value: 1.5 },
   forwardedSequenceCostRatio: { at: 'most', value: 2.5 }
 } as const
@@ -204,7 +211,7 @@ async function main () {
   const memcpy = new MemcpyBaseline()
   progress(`compiling bench/server.ts to plain JS and starting it as a child process${profileDir === undefined ? '' : ` (CPU profile to ${profileDir})`}`)
   const server = await ServerProcess.start({ cpuProfileDir: profileDir })
-  let route, modelTable, registerHttp, infer, onnx, grpc, grpcStream
+  let route, modelTable, registerHttp, infer, onnx, grpc, grpcStream, inferFloor
   const rssAfter: Record<string, number> = {}
   try {
     rssAfter.start = (await server.stats()).peakRssBytes
@@ -226,6 +233,8 @@ async function main () {
     rssAfter.grpc = (await server.stats()).peakRssBytes
     progress(`one client, simple over shared memory: HTTP, ModelInfer, ModelStreamInfer, ${plan.grpcStream.rounds} rounds`)
     grpcStream = await grpcStreamSuite(server, plan.grpcStream)
+    progress(`the infer floor: simple_js over shared memory, a bare route and each step of the infer path, ${plan.inferFloor.rounds} rounds`)
+    inferFloor = await inferFloorSuite(server, plan.inferFloor)
   } finally {
     progress('stopping the server child')
     await server.stop()
@@ -322,6 +331,8 @@ async function main () {
 
   print(grpcStreamTable(grpcStream, plan.grpcStream))
 
+  print(inferFloorTable(inferFloor))
+
   print(table('Several processes: two node:cluster workers against one process, and a sequence\'s requests handed to their owner',
     ['case', 'req/s', 'server CPU/req'],
     [['one process, add_sub_fp32 over shm', num(workers.requestsPerSecond.one), `${num(workers.serverCpuMicrosPerRequest.one)} µs`],
@@ -361,6 +372,9 @@ async function main () {
     grpcVsHttpCpuRatio: grpc.cpuRatioVsHttp,
     grpcStreamVsUnaryThroughput: grpcStream.streamVsUnary,
     grpcVsHttpThroughput: grpcStream.grpcVsHttp,
+    unixVsTcpThroughputHttp: grpcStream.unixVsTcp.http,
+    unixVsTcpThroughputGrpc: grpcStream.unixVsTcp.grpc,
+    inferFloorCpuRatio: inferFloor.cpuRatio,
     workersThroughputRatio: workers.throughputRatio,
     forwardedSequenceCostRatio: workers.sequence.costRatio
   }
@@ -393,6 +407,10 @@ async function main () {
     grpcStreamVsUnaryThroughput: 'req/s, simple over shm, one client, one request at a time: a grpc-js ModelStreamInfer stream / grpc-js ModelInfer calls',
     grpcVsHttpThroughput: 'req/s, simple over shm, one client, one request at a time: ModelInfer / HTTP, from lean clients ' +
       `(node:http2, node:http; grpc-js ModelInfer / HTTP: ${num(grpcStream.grpcJsVsHttp)})`,
+    unixVsTcpThroughputHttp: 'req/s, simple over shm, one lean HTTP client, one request at a time: over the server\'s Unix socket / over TCP',
+    unixVsTcpThroughputGrpc: 'req/s, simple over shm, one lean ModelInfer client, one request at a time: over the server\'s Unix socket / over TCP',
+    inferFloorCpuRatio: `server CPU per request, simple_js over shm, ${inferFloor.connections} connections: the model table's infer route / a bare Fastify route ` +
+      'answering the same bytes (each step\'s cost in the infer floor table)',
     workersThroughputRatio: `req/s, add_sub_fp32 over shm at ${bytes(workers.tensorBytes)}, WORKERS=2 / one process, on ${host.cpus} cores with the load generator ` +
       `(${num(workers.generatorCpuMicrosPerRequest)} µs/req of CPU; the server ${num(workers.serverCpuMicrosPerRequest.one)})`,
     forwardedSequenceCostRatio: 'server CPU per request (both processes), a sequence request handed to its owner / served by it'

@@ -3,6 +3,9 @@
  * server never share a process. Killed when the runner exits, however it exits.
  */
 import { type ChildProcess, fork } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import type { ChildMessage, ParentMessage, ServerStats } from './server-protocol'
 import { buildServer } from './server-build'
 
@@ -26,12 +29,15 @@ export interface ServerProcessOptions {
 let serverFile: string | undefined
 
 export class ServerProcess {
-  /** `grpcAddress`: the server's gRPC listener, `127.0.0.1:<port>`. */
-  private constructor (readonly child: ChildProcess, readonly url: string, readonly grpcAddress: string) {}
+  /** `grpcAddress`: the server's gRPC listener, `127.0.0.1:<port>`; `httpSocket` and `grpcSocket`:
+   * the same services' Unix sockets, in a directory of the server's own. */
+  private constructor (readonly child: ChildProcess, readonly url: string, readonly grpcAddress: string,
+    readonly httpSocket: string, readonly grpcSocket: string) {}
 
   static async start (options: ServerProcessOptions = {}): Promise<ServerProcess> {
     const profile = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`]
     serverFile ??= buildServer()
+    const socketDirectory = mkdtempSync(path.join(os.tmpdir(), 'fastify-triton-shm-bench-sockets-'))
     const child = fork(serverFile, [], {
       // A heap to hold what the budget lets the JSON baseline's requests in flight hold (bench/server.ts).
       execArgv: ['--max-old-space-size=8192', ...profile],
@@ -39,16 +45,21 @@ export class ServerProcess {
       env: {
         ...process.env,
         NODE_ENV: 'production',
+        BENCH_SOCKET_DIR: socketDirectory,
         ...(options.sharedRegistryPath === undefined ? {} : { BENCH_SHARED_REGISTRY_PATH: options.sharedRegistryPath }),
         ...(options.processStatistics === true && { BENCH_PROCESS_STATISTICS: '1' }),
         ...(options.workers !== undefined && { BENCH_WORKERS: String(options.workers) })
       }
     })
     running.add(child)
-    child.once('exit', () => running.delete(child))
+    child.once('exit', () => {
+      running.delete(child)
+      rmSync(socketDirectory, { recursive: true, force: true })
+    })
     try {
       const { port, grpcPort } = await waitFor(child, 'listening', START_TIMEOUT_MS)
-      return new ServerProcess(child, `http://127.0.0.1:${port}`, `127.0.0.1:${grpcPort}`)
+      return new ServerProcess(child, `http://127.0.0.1:${port}`, `127.0.0.1:${grpcPort}`,
+        path.join(socketDirectory, 'http.sock'), path.join(socketDirectory, 'grpc.sock'))
     } catch (error) {
       child.kill('SIGKILL')
       throw error

@@ -15,3 +15,11 @@ export type ChildMessage = { type: 'listening', port: number, grpcPort: number }
 
 /** The hand-written infer route: the model table suite's baseline. */
 export const HAND_INFER_ROUTE = '/bench/hand/models/:model/infer'
+
+/** The infer floor's model (bench/infer-floor.ts): Triton's `simple` in JavaScript. */
+export const FLOOR_MODEL = 'simple_js'
+
+/** A step of the infer floor's ladder (bench/server.ts's floorRoutes). */
+export type FloorStep = 'bare' | 'body' | 'read'
+
+export const floorRoute = (step: FloorStep) => `/bench/floor/${step}/models/:model/infer`

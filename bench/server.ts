@@ -3,7 +3,10 @@
  *   GET /bench/bare  a bare Fastify route answering fixed JSON bytes (the route suite's baseline),
  *   GET /bench/rss   this process's memory and CPU time (peak RSS is reported from it),
  *   POST /bench/hand/models/<m>/infer  a hand-written infer route (the model table suite's baseline),
- * and KServe over gRPC on a port of its own.
+ *   POST /bench/floor/<step>/models/<m>/infer  the infer floor's ladder (bench/infer-floor.ts): a
+ *        bare route, then each step of the package's infer path added to it,
+ * and KServe over gRPC on a port of its own. With BENCH_SOCKET_DIR set, HTTP and gRPC are served
+ * on Unix sockets there too (http.sock, grpc.sock), as the example serves HTTP_SOCKET and GRPC_SOCKET.
  * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path;
  * with BENCH_PROCESS_STATISTICS=1 too, its model table counts statistics in this process only.
  * With BENCH_WORKERS=N (N > 1) it runs as the example does with WORKERS=N (example/cluster.ts): a
@@ -14,12 +17,15 @@
  * its parent goes away.
  */
 import cluster from 'node:cluster'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import net from 'node:net'
+import { once } from 'node:events'
+import path from 'node:path'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { runPrimary, workerCount } from '../example/cluster'
-import { loadModels, run } from '../example/models'
+import { loadModels, type Model, run, sumAndDifference } from '../example/models'
 import { buildServer } from '../example/server'
 import { inferResponse, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
-import { type ChildMessage, HAND_INFER_ROUTE, type ParentMessage, type ServerStats } from './server-protocol'
+import { type ChildMessage, FLOOR_MODEL, floorRoute, HAND_INFER_ROUTE, type ParentMessage, type ServerStats } from './server-protocol'
 
 function stats (): ServerStats {
   const usage = process.resourceUsage()
@@ -43,12 +49,49 @@ function runBenchPrimary (workers: number): void {
   runPrimary(workers)
 }
 
+/**
+ * The infer floor's ladder, each rung one step of the package's infer path more than the last, all
+ * answering the same bytes (`answer`, the model table's answer for FLOOR_MODEL):
+ *   bare: Fastify parses the body as JSON (its own parser);
+ *   body: the package's infer body parser (`useInferBodyParser`) instead;
+ *   read: and `readInferRequest` (the request's checks, its regions found and leased);
+ *   hand (HAND_INFER_ROUTE): and the model run, its outputs written, the answer built (`inferResponse`);
+ * the model table's own route (`/v2/models/<m>/infer`) adds the table: version, statistics,
+ * admission.
+ */
+async function floorRoutes (app: FastifyInstance, models: Map<string, Model>, answer: () => Buffer): Promise<void> {
+  const send = (reply: FastifyReply) => reply.header('content-type', 'application/json').send(answer())
+  app.post(floorRoute('bare'), (_request, reply) => { send(reply) })
+  await app.register(async (scope) => {
+    useInferBodyParser(scope, { bodyLimit: 1024 ** 3 })
+    scope.setErrorHandler(kserveErrorHandler)
+    scope.post(floorRoute('body'), (_request, reply) => { send(reply) })
+    scope.post(floorRoute('read'), (request: FastifyRequest<{ Params: { model: string } }>, reply: FastifyReply) => {
+      const { signature } = models.get(request.params.model) as Model
+      readInferRequest(request, reply, { registry: app.systemSharedMemory, model: signature, modelVersion: signature.versions?.[0] })
+      send(reply)
+    })
+  })
+}
+
+/** HTTP on a Unix socket beside the port: its connections handed to the app's server (example/server.ts's way). */
+async function listenBeside (app: FastifyInstance, socketPath: string): Promise<void> {
+  const beside = net.createServer((connection) => app.server.emit('connection', connection))
+  beside.listen(socketPath)
+  await once(beside, 'listening')
+  app.server.once('close', () => beside.close())
+}
+
 async function main () {
   const workers = workerCount(process.env.BENCH_WORKERS)
   if (workers > 1 && cluster.isPrimary) return runBenchPrimary(workers)
   // JSON `data` is one of the transports measured: its parts may be as large as V8's strings allow.
   const storePath = process.env.BENCH_SHARED_REGISTRY_PATH ?? process.env.SHARED_REGISTRY_PATH
   const models = await loadModels()
+  // The infer floor's model: `simple` in JavaScript, so what it measures is the path, not a runtime.
+  models.set(FLOOR_MODEL, sumAndDifference(FLOOR_MODEL, 'INT32', [-1, 16], 8))
+  // node:cluster workers share a port, not a socket path: the sockets are a single process's.
+  const socketDirectory = workers > 1 ? undefined : process.env.BENCH_SOCKET_DIR
   const app = await buildServer({
     models,
     fastify: { logger: false },
@@ -57,6 +100,7 @@ async function main () {
     // and 12 times it for the parsed values): two in flight need more than the default budget.
     maxInFlightBytes: 8 * 1024 ** 3,
     grpcPort: 0,
+    ...(socketDirectory !== undefined && { grpcSocket: path.join(socketDirectory, 'grpc.sock') }),
     sharedRegistry: storePath === undefined ? undefined : { path: storePath },
     processStatistics: process.env.BENCH_PROCESS_STATISTICS === '1'
   })
@@ -79,6 +123,8 @@ async function main () {
     })
   })
 
+  await floorRoutes(app, models, () => barePayload)
+
   const send = (message: ChildMessage) => process.send?.(message)
   const stop = () => { app.close().finally(() => process.exit(0)) }
   process.on('message', (message: ParentMessage) => {
@@ -95,6 +141,7 @@ async function main () {
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
   await app.listen({ host: '127.0.0.1', port: 0 })
+  if (socketDirectory !== undefined) await listenBeside(app, path.join(socketDirectory, 'http.sock'))
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('no TCP address')
   send({ type: 'listening', port: address.port, grpcPort: app.tritonGrpc.port as number })

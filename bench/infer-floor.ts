@@ -1,0 +1,160 @@
+/**
+ * The infer floor: what the package's infer path costs the server per request, against a bare
+ * Fastify route that parses the same body and answers the same bytes (`inferFloorCpuRatio`), and
+ * what each step of the path adds. A ladder of routes (bench/server.ts's floorRoutes), each one
+ * step more than the last, all answering the model table's answer: the bare route (Fastify's JSON
+ * parser), the package's body parser, `readInferRequest` (checks, regions found and leased), the
+ * model run and the answer built (the hand-written route), and the model table's route (version,
+ * statistics, admission). `simple` in JavaScript (`simple_js`), INT32 [1, 16], inputs and outputs
+ * in shared memory. Rungs run in alternating rounds, the order turned each round; the figure is
+ * the server's CPU time per request, which does not depend on the load generator.
+ *
+ * Alone: `npx tsx bench/infer-floor.ts [--quick] [--cpu-prof]` (profiles to bench/results/profiles/).
+ */
+import { mkdirSync } from 'node:fs'
+import path from 'node:path'
+import { KServeClient } from '../lib/index'
+import type { InferRequestWire } from '../types'
+import { num, progress, ratio, table } from './format'
+import { runLoad } from './load'
+import { ServerProcess } from './server-process'
+import { FLOOR_MODEL, floorRoute, HAND_INFER_ROUTE } from './server-protocol'
+import { makeObject, removeObject } from './shm-objects'
+
+const TENSOR_BYTES = 64
+
+export interface InferFloorPlan { rounds: number, secondsPerRun: number, connections: number }
+
+export const FLOOR_STEPS = ['bare', 'body', 'read', 'hand', 'table'] as const
+export type FloorStep = typeof FLOOR_STEPS[number]
+
+export const FLOOR_STEP_LABELS: Record<FloorStep, string> = {
+  bare: 'bare Fastify route: its JSON parser, the answer\'s bytes',
+  body: '+ the package\'s infer body parser',
+  read: '+ readInferRequest: checks, regions found and leased',
+  hand: '+ the model run, outputs written, the answer built',
+  table: '+ the model table: version, statistics, admission'
+}
+
+export interface InferFloorResult {
+  requestBytes: number
+  answerBytes: number
+  connections: number
+  rounds: number
+  secondsPerRun: number
+  /** Server CPU per request (µs) and requests per second, by rung. */
+  steps: Record<FloorStep, { cpuMicrosPerRequest: number, requestsPerSecond: number }>
+  /** The table's CPU per request / the bare route's. */
+  cpuRatio: number
+}
+
+const pathOf = (step: FloorStep) => {
+  if (step === 'table') return `/v2/models/${FLOOR_MODEL}/infer`
+  return (step === 'hand' ? HAND_INFER_ROUTE : floorRoute(step)).replace(':model', FLOOR_MODEL)
+}
+
+export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPlan): Promise<InferFloorResult> {
+  const client = new KServeClient(server.url)
+  const input = makeObject('floor_in', 2 * TENSOR_BYTES)
+  const output = makeObject('floor_out', 2 * TENSOR_BYTES)
+  new Int32Array(input.bytes.buffer, input.bytes.byteOffset, 32).forEach((_, index, all) => { all[index] = index })
+  const parameters = (region: string, offset: number) => ({ shared_memory_region: region, shared_memory_offset: offset, shared_memory_byte_size: TENSOR_BYTES })
+  const request: InferRequestWire = {
+    inputs: [0, 1].map((index) => ({ name: `INPUT${index}`, datatype: 'INT32', shape: [1, 16], parameters: parameters('bench_floor_in', index * TENSOR_BYTES) })),
+    outputs: [0, 1].map((index) => ({ name: `OUTPUT${index}`, parameters: parameters('bench_floor_out', index * TENSOR_BYTES) }))
+  }
+  const body = JSON.stringify(request)
+  const headers = { 'content-type': 'application/json' }
+  const post = async (path: string) => {
+    const response = await fetch(server.url + path, { method: 'POST', headers, body })
+    return `${response.status} ${await response.text()}`
+  }
+  try {
+    await client.registerSystemSharedMemory('bench_floor_in', input.key, input.byteSize)
+    await client.registerSystemSharedMemory('bench_floor_out', output.key, output.byteSize)
+    const answer = await post(pathOf('table'))
+    const sums = new Int32Array(output.bytes.buffer, output.bytes.byteOffset, 16)
+    if (!answer.startsWith('200 ') || sums.some((value, index) => value !== 2 * index + 16)) throw new Error(`the table answers ${answer}`)
+    await server.setBarePayload(answer.slice(4))
+    for (const step of FLOOR_STEPS) {
+      const answered = await post(pathOf(step))
+      if (answered !== answer) throw new Error(`${step} answers ${answered}, not the table's ${answer}`)
+    }
+    const run = async (step: FloorStep, seconds: number) => {
+      const before = await server.stats()
+      const load = await runLoad({ url: server.url, requests: [{ method: 'POST', path: pathOf(step), headers, body }], connections: plan.connections, durationSeconds: seconds })
+      const after = await server.stats()
+      return { requests: load.completed, seconds: load.seconds, cpuMicros: after.cpuMicros - before.cpuMicros }
+    }
+    progress(`infer floor: warming up ${FLOOR_STEPS.length} routes (${plan.connections} connections)`)
+    for (const step of [...FLOOR_STEPS, ...FLOOR_STEPS]) await run(step, Math.min(1, plan.secondsPerRun))
+    const totals = new Map(FLOOR_STEPS.map((step) => [step, { requests: 0, seconds: 0, cpuMicros: 0 }]))
+    for (let round = 0; round < plan.rounds; round++) {
+      // Each round starts at another rung, so drift over a round does not always favour one.
+      const order = FLOOR_STEPS.map((_, index) => FLOOR_STEPS[(index + round) % FLOOR_STEPS.length])
+      for (const step of order) {
+        const { requests, seconds, cpuMicros } = await run(step, plan.secondsPerRun)
+        const total = totals.get(step) as { requests: number, seconds: number, cpuMicros: number }
+        total.requests += requests
+        total.seconds += seconds
+        total.cpuMicros += cpuMicros
+      }
+      progress(`infer floor round ${round + 1}/${plan.rounds}: ` +
+        FLOOR_STEPS.map((step) => { const { cpuMicros, requests } = totals.get(step) as { cpuMicros: number, requests: number }; return `${step} ${(cpuMicros / requests).toFixed(1)}` }).join(', ') + ' µs/req')
+    }
+    const steps = Object.fromEntries([...totals].map(([step, { requests, seconds, cpuMicros }]) =>
+      [step, { cpuMicrosPerRequest: cpuMicros / requests, requestsPerSecond: requests / seconds }])) as InferFloorResult['steps']
+    return {
+      requestBytes: Buffer.byteLength(body),
+      answerBytes: Buffer.byteLength(answer) - 4,
+      connections: plan.connections,
+      rounds: plan.rounds,
+      secondsPerRun: plan.secondsPerRun,
+      steps,
+      cpuRatio: steps.table.cpuMicrosPerRequest / steps.bare.cpuMicrosPerRequest
+    }
+  } finally {
+    await client.unregisterSystemSharedMemory().catch(() => {})
+    removeObject(input)
+    removeObject(output)
+  }
+}
+
+/** The suite's table, as `npm run bench` prints it. */
+export function inferFloorTable (result: InferFloorResult): string {
+  const { steps } = result
+  const bare = steps.bare.cpuMicrosPerRequest
+  return table(`The infer floor: server CPU per request, ${FLOOR_MODEL} (INT32 [1, 16]) over shared memory, ${result.connections} connections`,
+    ['route', 'CPU/req', 'step adds', 'vs bare', 'req/s'],
+    FLOOR_STEPS.map((step, index) => [FLOOR_STEP_LABELS[step], `${num(steps[step].cpuMicrosPerRequest)} µs`,
+      index === 0 ? '' : `${num(steps[step].cpuMicrosPerRequest - steps[FLOOR_STEPS[index - 1]].cpuMicrosPerRequest)} µs`,
+      ratio(steps[step].cpuMicrosPerRequest / bare), num(steps[step].requestsPerSecond)]),
+    [`inferFloorCpuRatio (server CPU per request, the table's route / the bare route): ${ratio(result.cpuRatio)}`,
+      `A ${result.requestBytes}-byte JSON request, a ${result.answerBytes}-byte answer; ${result.rounds} rounds of ${result.secondsPerRun} s per route, the order turned each round.`])
+}
+
+async function main () {
+  const args = process.argv.slice(2)
+  const plan: InferFloorPlan = args.includes('--quick') ? { rounds: 2, secondsPerRun: 1.5, connections: 4 } : { rounds: 5, secondsPerRun: 3, connections: 4 }
+  let cpuProfileDir: string | undefined
+  if (args.includes('--cpu-prof')) {
+    cpuProfileDir = path.join(__dirname, 'results', 'profiles')
+    mkdirSync(cpuProfileDir, { recursive: true })
+  }
+  progress('compiling bench/server.ts to plain JS and starting it as a child process')
+  const server = await ServerProcess.start({ cpuProfileDir })
+  try {
+    const result = await inferFloorSuite(server, plan)
+    process.stdout.write(inferFloorTable(result) + '\n')
+    process.stdout.write(JSON.stringify({ inferFloorCpuRatio: result.cpuRatio }) + '\n')
+  } finally {
+    await server.stop()
+  }
+}
+
+if (require.main === module) {
+  main().catch((error) => {
+    process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\n`)
+    process.exit(1)
+  })
+}
