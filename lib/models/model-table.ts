@@ -29,6 +29,7 @@ import { type SequenceDirectory, SequenceBatcher, type SequenceTurn } from './se
 import { type FailureReason, InferenceStatistics, type StatisticsTotals } from './statistics'
 import { checkTableOptions, type ModelTableOptions } from './table-options'
 import type { TraceChange, TraceValues } from './trace-settings'
+import type { TraceCarrier } from './trace-spans'
 import { Tracer } from './tracer'
 
 export type { ModelTableOptions }
@@ -61,6 +62,9 @@ export interface InferCall<Result> {
   /** The transport, for Triton's words when it cannot carry a decoupled model's responses
    * (`ModelTable.infer`). Default `http`. */
   transport?: 'http' | 'grpc'
+  /** The request's headers (gRPC: metadata), where its client's W3C trace context is read in
+   * the `opentelemetry` trace mode; asked only while that mode may trace. */
+  traceCarrier?: () => TraceCarrier
 }
 
 /**
@@ -218,7 +222,10 @@ export class ModelTable {
    * table serves one shared registry: another one throws `ERR_SHM_MODEL_TABLE_SHARED`.
    */
   serveWith (registry: SystemSharedMemoryRegistry): void {
-    if (!(registry instanceof Registry) || registry === this.#registry) return
+    if (!(registry instanceof Registry)) return
+    // In the opentelemetry trace mode, the shared memory API's calls are spans too.
+    if (this.#tracer.spans !== undefined) registry.operationSpans = (options) => this.#tracer.operation(options)
+    if (registry === this.#registry) return
     const store = registry.modelStore()
     if (!store.shared) return
     if (this.#registry !== undefined) throw errors.modelTableShared()
@@ -440,7 +447,7 @@ export class ModelTable {
   async #run<Result> (model: ModelVersion, call: InferCall<Result>, stream?: StreamCall<Result>, here = false): Promise<Result | undefined> {
     const start = performance.now()
     const { statistics } = model
-    const trace = this.#tracer.sample(model.declaration.name)
+    const trace = this.#tracer.sample(model.declaration.name, call.traceCarrier)
     model.inFlight++
     statistics.started()
     let infer: InferRequest | undefined
@@ -495,9 +502,10 @@ export class ModelTable {
       // A model that is not decoupled answers once, now.
       if (model.declaration.decoupled !== true) firstResponse = end
       statistics.succeeded({ start, read, runStart, ran, end, firstResponse }, batchSizeOf(model, infer))
-      if (trace !== undefined) this.#tracer.record(trace, model.declaration.name, model.version, { start, read, runStart, ran, end })
+      if (trace !== undefined) this.#tracer.record(trace, model.declaration.name, model.version, { start, read, runStart, ran, end }, infer.id)
     } catch (error) {
       if (!forwarded || ranNowhere(error)) statistics.failed(start, failureReason(error, infer?.signal, running), pending)
+      if (trace !== undefined) this.#tracer.fail(trace, model.declaration.name, model.version, infer?.id, start, error)
       throw error
     } finally {
       instance?.()
