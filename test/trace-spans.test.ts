@@ -9,6 +9,7 @@
 import {
   context, INVALID_SPAN_CONTEXT, propagation, type Span, SpanKind, SpanStatusCode, trace, type TextMapPropagator
 } from '@opentelemetry/api'
+import { FastifyOtelInstrumentation } from '@fastify/otel'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
@@ -150,11 +151,11 @@ t.test('HTTP, generate, gRPC and a stream: Triton\'s three spans, in the client\
     t.same(eventNames(compute as ReadableSpan), ['COMPUTE_START', 'COMPUTE_INPUT_END', 'COMPUTE_OUTPUT_START', 'COMPUTE_END'])
     t.match(model.attributes, { 'triton.model_name': 'echo', 'triton.trace_parent_id': 0 })
     t.equal(model.status.code, SpanStatusCode.UNSET)
-    for (const span of [model, compute as ReadableSpan]) {
-      const times = span.events.map(({ time }) => ns(time))
-      t.ok(times.every((time, index) => time >= (index === 0 ? ns(span.startTime) : times[index - 1])), 'in the order they happened, from its start')
-      t.equal(times[times.length - 1], ns(span.endTime), 'its last event ends it')
-    }
+    // Triton's order: REQUEST_START, QUEUE_START, then the compute span's, then REQUEST_END.
+    const [requestStart, queueStart, requestEnd] = model.events.map(({ time }) => ns(time))
+    const times = [ns(request.startTime), requestStart, ns(model.startTime), queueStart, ns((compute as ReadableSpan).startTime),
+      ...(compute as ReadableSpan).events.map(({ time }) => ns(time)), ns((compute as ReadableSpan).endTime), requestEnd, ns(model.endTime), ns(request.endTime)]
+    t.ok(times.every((time, index) => index === 0 || time >= times[index - 1]), 'every span within its parent, every event in order')
   }
   t.same(found.map(({ model }) => model.attributes['triton.trace_id']), [1, 2, 3, 4], 'Triton\'s trace ids, counted from 1')
 })
@@ -194,6 +195,41 @@ t.test('a rate of 0 at start traces the requests that carry their client\'s trac
   t.equal(spans[0].spanContext().traceId, CLIENT_TRACE)
   t.same(table.traceSettings().mode, 'opentelemetry', 'the mode, as Triton answers it')
   t.equal(table.traceSettings().file, '', 'no file needed')
+})
+
+t.test('a host with @fastify/otel: the spans under its route\'s, in the client\'s trace or in its own', async (t) => {
+  const sdk = hostSdk(t)
+  const table = new ModelTable([echo], otel({ rate: 1000 }))
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(new FastifyOtelInstrumentation().plugin())
+  await app.register(fastifyTritonShm)
+  await app.register(kserveModels, { models: table })
+  const url = await app.listen({ host: '127.0.0.1', port: 0 })
+  const infer = (headers: Record<string, string>) =>
+    fetch(`${url}/v2/models/echo/infer`, { method: 'POST', headers, body: JSON.stringify({ inputs: [{ ...input, data: [1, 2] }] }) })
+
+  t.equal((await infer({ traceparent: TRACEPARENT })).status, 200)
+  const spans = await sdk.spans()
+  const [request] = named(spans, 'InferRequest')
+  const parent = spans.find((span) => span.spanContext().spanId === parentOf(request)) as ReadableSpan
+  t.equal(parent.instrumentationScope.name, '@fastify/otel', 'under a span of the host\'s route')
+  t.equal(parent.spanContext().traceId, CLIENT_TRACE, 'which continues the client\'s trace')
+  const route = named(spans, 'request')[0]
+  t.equal(parentOf(route), CLIENT_SPAN, 'the route\'s span under the client\'s')
+  t.equal(request.spanContext().traceId, CLIENT_TRACE)
+
+  sdk.reset()
+  t.equal((await infer({})).status, 200)
+  t.equal(named(await sdk.spans(), 'InferRequest').length, 0, 'no client\'s context: the rate decides (not reached)')
+  table.updateTraceSettings(undefined, { rate: 1 })
+  t.equal((await infer({})).status, 200)
+  const own = await sdk.spans()
+  const [alone] = named(own, 'InferRequest')
+  const host = own.find((span) => span.spanContext().spanId === parentOf(alone))
+  t.equal(host?.instrumentationScope.name, '@fastify/otel', 'no client\'s context: under the route\'s span')
+  t.equal(alone.spanContext().traceId, named(own, 'request')[1].spanContext().traceId, 'in the route\'s trace')
+  t.not(alone.spanContext().traceId, CLIENT_TRACE)
 })
 
 t.test('the parent: the host\'s active span without a client\'s context, or when it continues the client\'s trace', async (t) => {

@@ -14,8 +14,20 @@ import type { TraceSampler } from './trace-settings'
 
 type Api = typeof OpenTelemetry
 
-/** A request's instants (`performance.now()`, which the API reads as such): the tracer's `RequestTimes`. */
+/** A request's instants (`performance.now()`): the tracer's `RequestTimes`. */
 interface SpanTimes { start: number, read: number, runStart: number, ran: number, end: number }
+
+/** Instants of one request as wall-clock times (as OpenTelemetry reports them), all through one
+ * offset taken now, as Triton takes one per trace: its spans and events nest exactly (the SDK would
+ * take an offset of its own for each span). */
+function wallClock (): (instant: number) => OpenTelemetry.HrTime {
+  const offset = Date.now() - performance.now()
+  return (instant) => {
+    const epochMs = offset + instant
+    const seconds = Math.floor(epochMs / 1000)
+    return [seconds, Math.min(Math.round((epochMs - seconds * 1000) * 1e6), 999_999_999)]
+  }
+}
 
 /** What carries a request's W3C trace context (`traceparent`, `tracestate`): its HTTP headers, or
  * its gRPC metadata as a map; read by the host's registered propagator. */
@@ -77,7 +89,8 @@ export class TraceSpans {
 
   /** The spans of a request that succeeded, timed at `times`, under `trace.parent`. */
   record (trace: RequestSpans, model: string, version: string, requestId: string | undefined, times: SpanTimes): void {
-    const { start, read, runStart, ran, end } = times
+    const at = wallClock()
+    const [start, read, runStart, ran, end] = [times.start, times.read, times.runStart, times.ran, times.end].map(at)
     const request = this.#start('InferRequest', start, trace.parent)
     const modelSpan = this.#modelSpan(trace.parent, request, model, version, requestId, start)
     modelSpan.addEvent('QUEUE_START', read)
@@ -93,14 +106,15 @@ export class TraceSpans {
   }
 
   /** The spans of a request that failed (`error`), from `start` to now, with the error recorded. */
-  fail (trace: RequestSpans, model: string, version: string, requestId: string | undefined, start: number, error: unknown): void {
-    const now = performance.now()
+  fail (trace: RequestSpans, model: string, version: string, requestId: string | undefined, startedAt: number, error: unknown): void {
+    const at = wallClock()
+    const [start, now] = [at(startedAt), at(performance.now())]
     const request = this.#start('InferRequest', start, trace.parent)
     const modelSpan = this.#modelSpan(trace.parent, request, model, version, requestId, start)
-    this.#failed(modelSpan, error)
+    this.#failed(modelSpan, error, now)
     modelSpan.addEvent('REQUEST_END', now)
     modelSpan.end(now)
-    this.#failed(request, error)
+    this.#failed(request, error, now)
     request.end(now)
   }
 
@@ -117,12 +131,12 @@ export class TraceSpans {
     }
   }
 
-  #start (name: string, at: number, parent: OpenTelemetry.Context): OpenTelemetry.Span {
+  #start (name: string, at: OpenTelemetry.HrTime, parent: OpenTelemetry.Context): OpenTelemetry.Span {
     return this.#tracer.startSpan(name, { kind: this.#api.SpanKind.SERVER, startTime: at }, parent)
   }
 
   /** The model's span under `request`, with Triton's attributes and its REQUEST_START. */
-  #modelSpan (parent: OpenTelemetry.Context, request: OpenTelemetry.Span, model: string, version: string, requestId: string | undefined, start: number): OpenTelemetry.Span {
+  #modelSpan (parent: OpenTelemetry.Context, request: OpenTelemetry.Span, model: string, version: string, requestId: string | undefined, start: OpenTelemetry.HrTime): OpenTelemetry.Span {
     const span = this.#tracer.startSpan(model, {
       kind: this.#api.SpanKind.SERVER,
       startTime: start,
@@ -140,9 +154,9 @@ export class TraceSpans {
   }
 
   /** Records `error` on `span` (a model may throw anything: what is no Error, as its text). */
-  #failed (span: OpenTelemetry.Span, error: unknown): void {
+  #failed (span: OpenTelemetry.Span, error: unknown, at?: OpenTelemetry.HrTime): void {
     const message = error instanceof Error ? error.message : String(error)
-    span.recordException(error instanceof Error ? error : message)
+    span.recordException(error instanceof Error ? error : message, at)
     span.setStatus({ code: this.#api.SpanStatusCode.ERROR, message })
   }
 }
