@@ -16,7 +16,7 @@ import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpa
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import fastifyTritonShm, {
-  InferRequest, kserveModels, type ModelDeclaration, ModelTable, type ModelTableOptions, Registry, type TraceOptions
+  type FastifyTritonShmOptions, InferRequest, kserveModels, type ModelDeclaration, ModelTable, type ModelTableOptions, Registry, type TraceOptions
 } from '../lib/index'
 import type { InferRequestWire, ModelSignature } from '../types'
 import { grpcClient } from './helpers/grpc'
@@ -103,11 +103,11 @@ function local (t: Test, options: ModelTableOptions) {
   return { registry, table: new ModelTable([echo], options) }
 }
 
-async function serve (t: Test, options: ModelTableOptions) {
+async function serve (t: Test, options: ModelTableOptions, pluginOptions: FastifyTritonShmOptions = {}) {
   const table = new ModelTable([echo], options)
   const app = Fastify()
   t.teardown(() => app.close())
-  await app.register(fastifyTritonShm, { grpc: { port: 0, models: table } })
+  await app.register(fastifyTritonShm, { ...pluginOptions, grpc: { port: 0, models: table } })
   await app.register(kserveModels, { models: table })
   const url = await app.listen({ host: '127.0.0.1', port: 0 })
   return { app, table, url, port: app.tritonGrpc.port as number }
@@ -266,6 +266,14 @@ t.test('a propagator that reads no valid context: not the client\'s, and not for
   t.equal(parentOf(named(await sdk.spans(), 'InferRequest')[0]), undefined, 'a root span')
 })
 
+t.test('a propagator that throws: no client\'s context, the request served', async (t) => {
+  const throwing: TextMapPropagator = { inject () {}, extract: () => { throw new Error('the propagator failed') }, fields: () => [] }
+  const sdk = hostSdk(t, throwing)
+  const { registry, table } = local(t, otel())
+  t.equal(await localInfer(registry, table, { traceparent: TRACEPARENT }), 'ok')
+  t.equal(parentOf(named(await sdk.spans(), 'InferRequest')[0]), undefined, 'a root span')
+})
+
 t.test('the API alone (no propagator registered): the client\'s context is not read', async (t) => {
   const sdk = hostSdk(t, false)
   const { registry, table } = local(t, otel({ rate: 2 }))
@@ -339,6 +347,29 @@ t.test('register and unregister over HTTP and gRPC are spans, refusals with thei
   t.equal((await post('/v2/systemsharedmemory/region/bad/register', { key: '/no-such-object-otel', offset: 0, byte_size: 64 })).status, 400)
   await client.call('SystemSharedMemoryUnregister', { name: '' })
   t.equal((await sdk.spans()).length, 0, 'the level OFF: none')
+})
+
+t.test('calls the switch or the restricted API refuses before their handler: spans with the refusal', async (t) => {
+  const sdk = hostSdk(t)
+  const { url, port } = await serve(t, otel(), { allowClientShm: false, restrictedApi: { header: 'shm-key', value: 'yes' } })
+  const register = (headers: Record<string, string>) => fetch(`${url}/v2/systemsharedmemory/region/r/register`, {
+    method: 'POST', headers, body: JSON.stringify({ key: '/k', offset: 0, byte_size: 64 })
+  })
+  t.equal((await register({ 'shm-key': 'yes' })).status, 501, 'switched off')
+  t.equal((await register({})).status, 403, 'restricted')
+  const client = grpcClient(t, port)
+  await client.fail('SystemSharedMemoryUnregister', { name: 'r' }, { 'shm-key': 'yes' })
+  await client.fail('SystemSharedMemoryRegister', { name: 'r', key: '/k', offset: 0, byte_size: 64 })
+  const spans = await sdk.spans()
+  t.same(spans.map(({ name, status }) => [name, status.code]), [
+    ['SystemSharedMemoryRegister', SpanStatusCode.ERROR],
+    ['SystemSharedMemoryRegister', SpanStatusCode.ERROR],
+    ['SystemSharedMemoryUnregister', SpanStatusCode.ERROR],
+    ['SystemSharedMemoryRegister', SpanStatusCode.ERROR]
+  ])
+  const disabled = "Client shared memory is disabled. Register the plugin with 'allowClientShm: true' to enable."
+  t.same(spans.map(({ status }) => status.message), [disabled, "This API is restricted, expecting header 'shm-key'", disabled, "This protocol is restricted, expecting header 'shm-key'"],
+    'each refusal\'s text')
 })
 
 t.test('the package missing: the table is refused with an error naming it', async (t) => {

@@ -78,9 +78,9 @@ export class TraceSpans {
    * context (the host's span, if any).
    */
   parentOf (carrier: TraceCarrier | undefined): SpanParent {
-    const { context, propagation, trace, ROOT_CONTEXT } = this.#api
+    const { context, trace, ROOT_CONTEXT } = this.#api
     const active = context.active()
-    const sent = carrier === undefined ? undefined : trace.getSpanContext(propagation.extract(ROOT_CONTEXT, carrier))
+    const sent = carrier === undefined ? undefined : this.#extract(carrier)
     if (sent === undefined || !trace.isSpanContextValid(sent)) return { context: active, sent: false }
     const host = trace.getSpanContext(active)
     if (host?.traceId === sent.traceId) return { context: active, sent: true }
@@ -128,6 +128,17 @@ export class TraceSpans {
     return (error) => {
       if (error !== undefined) this.#failed(span, error)
       span.end()
+    }
+  }
+
+  /** The span context the client sent, as the host's propagator reads it: a propagator that
+   * throws reads none (tracing never fails a request). */
+  #extract (carrier: TraceCarrier): OpenTelemetry.SpanContext | undefined {
+    const { propagation, trace, ROOT_CONTEXT } = this.#api
+    try {
+      return trace.getSpanContext(propagation.extract(ROOT_CONTEXT, carrier))
+    } catch {
+      return undefined
     }
   }
 
