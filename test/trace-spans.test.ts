@@ -39,6 +39,27 @@ const echo: ModelDeclaration = {
   }
 }
 
+/** echo, then echo again, as one ensemble. */
+const pair: ModelDeclaration = {
+  name: 'pair',
+  inputs: [tensor('INPUT0')],
+  outputs: [tensor('OUTPUT0')],
+  ensembleScheduling: {
+    steps: [
+      { model: 'echo', inputMap: { INPUT0: 'INPUT0' }, outputMap: { OUTPUT0: 'middle' } },
+      { model: 'echo', inputMap: { INPUT0: 'middle' }, outputMap: { OUTPUT0: 'OUTPUT0' } }
+    ]
+  }
+}
+
+/** An ensemble of the ensemble above. */
+const outer: ModelDeclaration = {
+  name: 'outer',
+  inputs: [tensor('INPUT0')],
+  outputs: [tensor('OUTPUT0')],
+  ensembleScheduling: { steps: [{ model: 'pair', inputMap: { INPUT0: 'INPUT0' }, outputMap: { OUTPUT0: 'OUTPUT0' } }] }
+}
+
 const CLIENT_TRACE = '0af7651916cd43dd8448eb211c12666c'
 const CLIENT_SPAN = 'b7ad6b7169242424'
 /** Triton's QA suite's client context (opentelemetry_unittest.py). */
@@ -88,9 +109,9 @@ function requests (t: Test, spans: ReadableSpan[]) {
 }
 
 /** `table.infer` on `echo` in this process, with `headers` as its trace carrier (none: no carrier). */
-function localInfer (registry: Registry, table: ModelTable, headers?: Record<string, string>, value = 7) {
+function localInfer (registry: Registry, table: ModelTable, headers?: Record<string, string>, value = 7, model = 'echo') {
   const wire: InferRequestWire = { inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1], data: [value] }] }
-  return table.infer('echo', undefined, {
+  return table.infer(model, undefined, {
     read: (signature: ModelSignature) => new InferRequest(wire, Buffer.alloc(0), { registry, model: signature }),
     respond: () => 'ok',
     ...(headers !== undefined && { traceCarrier: () => headers })
@@ -100,7 +121,7 @@ function localInfer (registry: Registry, table: ModelTable, headers?: Record<str
 function local (t: Test, options: ModelTableOptions) {
   const registry = new Registry()
   t.teardown(() => registry.close())
-  return { registry, table: new ModelTable([echo], options) }
+  return { registry, table: new ModelTable([echo, pair, outer], options) }
 }
 
 async function serve (t: Test, options: ModelTableOptions, pluginOptions: FastifyTritonShmOptions = {}) {
@@ -279,6 +300,43 @@ t.test('the API alone (no propagator registered): the client\'s context is not r
   const { registry, table } = local(t, otel({ rate: 2 }))
   await localInfer(registry, table, { traceparent: TRACEPARENT })
   t.equal((await sdk.spans()).length, 0, 'not forced: the first of two')
+})
+
+t.test('an ensemble: its steps traced with it, under its span, as Triton nests them; no compute span of its own', async (t) => {
+  const sdk = hostSdk(t)
+  const { registry, table } = local(t, otel({ rate: 2 }))
+  await localInfer(registry, table, undefined, 7, 'pair')
+  t.equal((await sdk.spans()).length, 0, 'the first of two: neither it nor its steps, whatever their own sampling')
+  await localInfer(registry, table, undefined, 7, 'pair')
+  const spans = await sdk.spans()
+  const byId = (id: string | undefined) => spans.find((span) => span.spanContext().spanId === id) as ReadableSpan
+  t.same(spans.map((span) => [span.name, byId(parentOf(span))?.name]).sort(), [
+    ['InferRequest', undefined], ['compute', 'echo'], ['compute', 'echo'], ['echo', 'pair'], ['echo', 'pair'], ['pair', 'InferRequest']
+  ], 'InferRequest, the ensemble\'s span, each step\'s span and its compute under it')
+  const [ensemble] = named(spans, 'pair')
+  t.same(named(spans, 'echo').map((span) => span.attributes['triton.trace_parent_id']),
+    [ensemble.attributes['triton.trace_id'], ensemble.attributes['triton.trace_id']], 'the steps name their ensemble\'s trace')
+  t.equal(ensemble.attributes['triton.trace_parent_id'], 0)
+  const ns0 = (span: ReadableSpan) => [ns(span.startTime), ns(span.endTime)]
+  for (const step of named(spans, 'echo')) {
+    t.ok(ns0(step)[0] >= ns0(ensemble)[0] && ns0(step)[1] <= ns0(ensemble)[1], 'each step within its ensemble')
+  }
+
+  sdk.reset()
+  table.updateTraceSettings(undefined, { rate: 1 })
+  await localInfer(registry, table, undefined, 7, 'outer')
+  const nested = await sdk.spans()
+  t.same(nested.map(({ name }) => name).filter((name) => name !== 'compute').sort(), ['InferRequest', 'echo', 'echo', 'outer', 'pair'], 'nested ensembles nest')
+  const inner = named(nested, 'pair')[0]
+  t.equal(parentOf(inner), named(nested, 'outer')[0].spanContext().spanId)
+
+  sdk.reset()
+  await t.rejects(localInfer(registry, table, undefined, -1, 'pair'), { message: 'the model failed' })
+  const failed = await sdk.spans()
+  t.same(failed.map(({ name, status }) => [name, status.code]).sort(), [
+    ['InferRequest', SpanStatusCode.ERROR], ['echo', SpanStatusCode.ERROR], ['pair', SpanStatusCode.ERROR]
+  ], 'a step that fails: its span and its ensemble\'s carry the error')
+  t.equal(parentOf(named(failed, 'echo')[0]), named(failed, 'pair')[0].spanContext().spanId)
 })
 
 t.test('a failed request: its spans end with the error recorded', async (t) => {

@@ -65,6 +65,9 @@ export interface InferCall<Result> {
   /** The request's headers (gRPC: metadata), where its client's W3C trace context is read in
    * the `opentelemetry` trace mode; asked only while that mode may trace. */
   traceCarrier?: () => TraceCarrier
+  /** A step of an ensemble: the ensemble's request (in the `opentelemetry` trace mode the step is
+   * traced with it, under its span). */
+  ensemble?: InferRequest
 }
 
 /**
@@ -198,7 +201,8 @@ export class ModelTable {
           return request
         },
         respond: (read) => read.storedOutputs,
-        send: async (outputs) => { if (outputs !== undefined) await answer(outputs) }
+        send: async (outputs) => { if (outputs !== undefined) await answer(outputs) },
+        ensemble: infer
       }
       try {
         if (model.declaration.decoupled === true) await this.#run(model, call, call)
@@ -222,10 +226,9 @@ export class ModelTable {
    * table serves one shared registry: another one throws `ERR_SHM_MODEL_TABLE_SHARED`.
    */
   serveWith (registry: SystemSharedMemoryRegistry): void {
-    if (!(registry instanceof Registry)) return
     // In the opentelemetry trace mode, the shared memory API's calls are spans too.
-    if (this.#tracer.spans !== undefined) registry.operationSpans = (options) => this.#tracer.operation(options)
-    if (registry === this.#registry) return
+    if (registry instanceof Registry && this.#tracer.spans !== undefined) registry.operationSpans = (options) => this.#tracer.operation(options)
+    if (!(registry instanceof Registry) || registry === this.#registry) return
     const store = registry.modelStore()
     if (!store.shared) return
     if (this.#registry !== undefined) throw errors.modelTableShared()
@@ -447,7 +450,7 @@ export class ModelTable {
   async #run<Result> (model: ModelVersion, call: InferCall<Result>, stream?: StreamCall<Result>, here = false): Promise<Result | undefined> {
     const start = performance.now()
     const { statistics } = model
-    const trace = this.#tracer.sample(model.declaration.name, call.traceCarrier)
+    const trace = this.#tracer.sample(model.declaration.name, call.traceCarrier, call.ensemble)
     model.inFlight++
     statistics.started()
     let infer: InferRequest | undefined
@@ -460,6 +463,7 @@ export class ModelTable {
     try {
       infer = call.read(model.signature, model.version)
       const read = performance.now()
+      if (trace !== undefined) this.#tracer.enclose(trace, infer)
       // At once, so a stream's requests of one sequence are queued in the order they were read.
       const place = model.sequences?.route(infer, batchSizeOf(model, infer), here)
       if (place?.owner !== undefined) {

@@ -17,10 +17,13 @@ type Api = typeof OpenTelemetry
 /** A request's instants (`performance.now()`): the tracer's `RequestTimes`. */
 interface SpanTimes { start: number, read: number, runStart: number, ran: number, end: number }
 
-/** Instants of one request as wall-clock times (as OpenTelemetry reports them), all through one
- * offset taken now, as Triton takes one per trace: its spans and events nest exactly (the SDK would
- * take an offset of its own for each span). */
-function wallClock (): (instant: number) => OpenTelemetry.HrTime {
+/** Instants (`performance.now()`) as wall-clock times, as OpenTelemetry reports them. */
+type WallClock = (instant: number) => OpenTelemetry.HrTime
+
+/** Instants of one request as wall-clock times, all through one offset taken now, as Triton takes
+ * one per trace: its spans and events nest exactly (the SDK would take an offset of its own for
+ * each span). */
+function wallClock (): WallClock {
   const offset = Date.now() - performance.now()
   return (instant) => {
     const epochMs = offset + instant
@@ -38,14 +41,29 @@ export const TRACER_NAME = 'triton-server'
 
 const FEATURE = 'fastify-triton-shm: trace mode opentelemetry'
 
-/** A sampled request in `opentelemetry` mode: its setting, and the parent of its spans. */
+/** Makes the spans of one request under `parent` (its InferRequest's, or its ensemble's model
+ * span), `parentId` its parent's Triton trace id, timed through `at`. */
+type ModelSpans = (parent: OpenTelemetry.Context, parentId: number, at: WallClock) => void
+
+/** A sampled request in `opentelemetry` mode: its setting, and the parent of its spans; a step
+ * of an ensemble, its ensemble's request. */
 export class RequestSpans {
   readonly sampler: TraceSampler
   readonly parent: OpenTelemetry.Context
+  /** The ensemble's request this one is a step of: its spans go under the ensemble's. */
+  readonly ensemble: RequestSpans | undefined
+  /** Its steps' spans (an ensemble's), made under its model span once it ends. */
+  readonly steps: ModelSpans[] = []
 
-  constructor (sampler: TraceSampler, parent: OpenTelemetry.Context) {
+  constructor (sampler: TraceSampler, parent: OpenTelemetry.Context, ensemble?: RequestSpans) {
     this.sampler = sampler
     this.parent = parent
+    this.ensemble = ensemble
+  }
+
+  /** A step of this (an ensemble's) request: traced with it, as Triton traces an ensemble's steps. */
+  step (): RequestSpans {
+    return new RequestSpans(this.sampler, this.parent, this)
   }
 }
 
@@ -59,7 +77,7 @@ export interface SpanParent {
 export class TraceSpans {
   readonly #api: Api
   readonly #tracer: OpenTelemetry.Tracer
-  /** Triton's trace ids, counted from 1 (its `triton.trace_id`). */
+  /** Triton's trace ids, counted from 1 (its `triton.trace_id`), as its spans are made. */
   #lastId = 0
 
   /** Loads @opentelemetry/api (`load`: `require`, or a stand-in): throws
@@ -87,35 +105,61 @@ export class TraceSpans {
     return { context: trace.setSpanContext(ROOT_CONTEXT, sent), sent: true }
   }
 
-  /** The spans of a request that succeeded, timed at `times`, under `trace.parent`. */
+  /** The spans of a request that succeeded, timed at `times`: its model's span with its events,
+   * and under it `compute`, or an ensemble's steps' spans (an ensemble computes nothing itself). */
   record (trace: RequestSpans, model: string, version: string, requestId: string | undefined, times: SpanTimes): void {
-    const at = wallClock()
-    const [start, read, runStart, ran, end] = [times.start, times.read, times.runStart, times.ran, times.end].map(at)
-    const request = this.#start('InferRequest', start, trace.parent)
-    const modelSpan = this.#modelSpan(trace.parent, request, model, version, requestId, start)
-    modelSpan.addEvent('QUEUE_START', read)
-    const compute = this.#start('compute', runStart, this.#api.trace.setSpan(trace.parent, modelSpan))
-    compute.addEvent('COMPUTE_START', runStart)
-    compute.addEvent('COMPUTE_INPUT_END', runStart)
-    compute.addEvent('COMPUTE_OUTPUT_START', ran)
-    compute.addEvent('COMPUTE_END', end)
-    compute.end(end)
-    modelSpan.addEvent('REQUEST_END', end)
-    modelSpan.end(end)
-    request.end(end)
+    this.#end(trace, times.start, times.end, undefined, (parent, parentId, at) => {
+      const [start, read, runStart, ran, end] = [times.start, times.read, times.runStart, times.ran, times.end].map(at)
+      const id = ++this.#lastId
+      const modelSpan = this.#modelSpan(parent, parentId, id, model, version, requestId, start)
+      modelSpan.addEvent('QUEUE_START', read)
+      const within = this.#api.trace.setSpan(parent, modelSpan)
+      if (!this.#steps(trace, within, id, at)) {
+        const compute = this.#start('compute', runStart, within)
+        compute.addEvent('COMPUTE_START', runStart)
+        compute.addEvent('COMPUTE_INPUT_END', runStart)
+        compute.addEvent('COMPUTE_OUTPUT_START', ran)
+        compute.addEvent('COMPUTE_END', end)
+        compute.end(end)
+      }
+      modelSpan.addEvent('REQUEST_END', end)
+      modelSpan.end(end)
+    })
   }
 
-  /** The spans of a request that failed (`error`), from `start` to now, with the error recorded. */
+  /** The spans of a request that failed (`error`), from `startedAt` to now, with the error recorded. */
   fail (trace: RequestSpans, model: string, version: string, requestId: string | undefined, startedAt: number, error: unknown): void {
+    const failedAt = performance.now()
+    this.#end(trace, startedAt, failedAt, { error }, (parent, parentId, at) => {
+      const [start, now] = [at(startedAt), at(failedAt)]
+      const id = ++this.#lastId
+      const modelSpan = this.#modelSpan(parent, parentId, id, model, version, requestId, start)
+      this.#steps(trace, this.#api.trace.setSpan(parent, modelSpan), id, at)
+      this.#failed(modelSpan, error, now)
+      modelSpan.addEvent('REQUEST_END', now)
+      modelSpan.end(now)
+    })
+  }
+
+  /** Ends a request: a step's spans wait for its ensemble's model span; a request's go under its
+   * InferRequest span, from `start` to `end`, failed with `failure`'s error if given. */
+  #end (trace: RequestSpans, start: number, end: number, failure: { error: unknown } | undefined, spans: ModelSpans): void {
+    if (trace.ensemble !== undefined) {
+      trace.ensemble.steps.push(spans)
+      return
+    }
     const at = wallClock()
-    const [start, now] = [at(startedAt), at(performance.now())]
-    const request = this.#start('InferRequest', start, trace.parent)
-    const modelSpan = this.#modelSpan(trace.parent, request, model, version, requestId, start)
-    this.#failed(modelSpan, error, now)
-    modelSpan.addEvent('REQUEST_END', now)
-    modelSpan.end(now)
-    this.#failed(request, error, now)
-    request.end(now)
+    const request = this.#start('InferRequest', at(start), trace.parent)
+    spans(this.#api.trace.setSpan(trace.parent, request), 0, at)
+    if (failure !== undefined) this.#failed(request, failure.error, at(end))
+    request.end(at(end))
+  }
+
+  /** Makes the spans of an ensemble's steps under its model span (`within`); false for a request
+   * that had none. */
+  #steps (trace: RequestSpans, within: OpenTelemetry.Context, id: number, at: WallClock): boolean {
+    for (const spans of trace.steps) spans(within, id, at)
+    return trace.steps.length > 0
   }
 
   /** A span of one call of the shared memory API, under the trace its client sent, or the active
@@ -146,20 +190,21 @@ export class TraceSpans {
     return this.#tracer.startSpan(name, { kind: this.#api.SpanKind.SERVER, startTime: at }, parent)
   }
 
-  /** The model's span under `request`, with Triton's attributes and its REQUEST_START. */
-  #modelSpan (parent: OpenTelemetry.Context, request: OpenTelemetry.Span, model: string, version: string, requestId: string | undefined, start: OpenTelemetry.HrTime): OpenTelemetry.Span {
+  /** The model's span under `parent`, with Triton's attributes and its REQUEST_START. */
+  #modelSpan (parent: OpenTelemetry.Context, parentId: number, id: number, model: string, version: string, requestId: string | undefined,
+    start: OpenTelemetry.HrTime): OpenTelemetry.Span {
     const span = this.#tracer.startSpan(model, {
       kind: this.#api.SpanKind.SERVER,
       startTime: start,
       attributes: {
         'triton.model_name': model,
         'triton.model_version': Number(version),
-        'triton.trace_id': ++this.#lastId,
-        // Triton's parent trace: an ensemble's steps name their ensemble's; a request its own, 0.
-        'triton.trace_parent_id': 0,
+        'triton.trace_id': id,
+        // Triton's parent trace: an ensemble's steps name their ensemble's; a request, 0.
+        'triton.trace_parent_id': parentId,
         ...(requestId !== undefined && requestId !== '' && { 'triton.request_id': requestId })
       }
-    }, this.#api.trace.setSpan(parent, request))
+    }, parent)
     span.addEvent('REQUEST_START', start)
     return span
   }

@@ -5,6 +5,7 @@
  * monotonic clock, as Triton's), taken where the table times its statistics. In `opentelemetry`
  * mode they are spans instead (trace-spans.ts).
  */
+import type { InferRequest } from '../kserve/infer-request'
 import type { OperationSpanOptions } from '../registry/operation-spans'
 import type { ModelStore } from '../store/model-store'
 import { TraceFile, type TraceFileLogger } from './trace-file'
@@ -34,6 +35,8 @@ export class Tracer {
   readonly #originNs = process.hrtime.bigint()
   readonly #origin = performance.now()
 
+  /** The traced requests that may run steps (an ensemble's), by request. */
+  readonly #ensembles = new WeakMap<InferRequest, RequestSpans>()
   /** In `opentelemetry` mode: the spans, through the API loaded once the table is made. */
   readonly spans: TraceSpans | undefined
 
@@ -53,9 +56,12 @@ export class Tracer {
    * tracing is off, one check. In `opentelemetry` mode, with the parent of its spans: the trace
    * context its client sent (`carrier`: its headers or metadata), which traces it whatever the
    * rate, as in Triton. */
-  sample (model: string, carrier?: () => TraceCarrier): TraceSampler | RequestSpans | undefined {
+  sample (model: string, carrier?: () => TraceCarrier, ensemble?: InferRequest): TraceSampler | RequestSpans | undefined {
     const spans = this.spans
-    if (spans === undefined || !this.settings.mayTrace()) return this.settings.sample(model)
+    // Trace files have each step of an ensemble sampled as a request of its own.
+    if (spans === undefined) return this.settings.sample(model)
+    if (ensemble !== undefined) return this.#ensembles.get(ensemble)?.step()
+    if (!this.settings.mayTrace()) return undefined
     const parent = spans.parentOf(carrier?.())
     const sampler = this.settings.sample(model, parent.sent)
     return sampler === undefined ? undefined : new RequestSpans(sampler, parent.context)
@@ -65,6 +71,12 @@ export class Tracer {
    * rate and count are for inferences: every such call is traced). */
   operation (options: OperationSpanOptions): ((error?: unknown) => void) | undefined {
     return this.settings.values().level.length > 0 ? (this.spans as TraceSpans).operation(options) : undefined
+  }
+
+  /** Keeps the trace of request `infer` (sampled as `trace`), for the steps it may run as an
+   * ensemble's: in `opentelemetry` mode they are traced with it, as Triton traces them. */
+  enclose (trace: TraceSampler | RequestSpans, infer: InferRequest): void {
+    if (trace instanceof RequestSpans) this.#ensembles.set(infer, trace)
   }
 
   /** Ends the spans of a sampled request that failed (a trace file has no failed requests). */
