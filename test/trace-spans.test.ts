@@ -72,12 +72,14 @@ function hostSdk (t: Test, propagator: TextMapPropagator | false = new W3CTraceC
   const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
   trace.setGlobalTracerProvider(provider)
   if (propagator !== false) propagation.setGlobalPropagator(propagator)
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
+  const contextManager = new AsyncLocalStorageContextManager().enable()
+  context.setGlobalContextManager(contextManager)
   t.teardown(async () => {
     await provider.shutdown()
     trace.disable()
     propagation.disable()
     context.disable()
+    contextManager.disable()
   })
   return {
     provider,
