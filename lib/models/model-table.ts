@@ -29,7 +29,6 @@ import { type SequenceDirectory, SequenceBatcher, type SequenceTurn } from './se
 import { type FailureReason, InferenceStatistics, type StatisticsTotals } from './statistics'
 import { checkTableOptions, type ModelTableOptions } from './table-options'
 import type { TraceChange, TraceValues } from './trace-settings'
-import type { TraceCarrier } from './trace-spans'
 import { Tracer } from './tracer'
 
 export type { ModelTableOptions }
@@ -62,9 +61,9 @@ export interface InferCall<Result> {
   /** The transport, for Triton's words when it cannot carry a decoupled model's responses
    * (`ModelTable.infer`). Default `http`. */
   transport?: 'http' | 'grpc'
-  /** The request's headers (gRPC: metadata), where its client's W3C trace context is read in
-   * the `opentelemetry` trace mode; asked only while that mode may trace. */
-  traceCarrier?: () => TraceCarrier
+  /** The request's headers (gRPC: metadata as a map), where its client's W3C trace context is
+   * read in the `opentelemetry` trace mode; asked only while that mode may trace. */
+  traceCarrier?: () => Readonly<Record<string, unknown>>
   /** A step of an ensemble: the ensemble's request (in the `opentelemetry` trace mode the step is
    * traced with it, under its span). */
   ensemble?: InferRequest
