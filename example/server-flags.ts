@@ -223,12 +223,21 @@ function parseLogFormat (value: string): 'default' | 'ISO8601' {
   throw new BadValue('invalid argument for --log-format')
 }
 
-/** tritonserver's trace modes (`ParseTraceModeOption`): the example traces in `triton` mode only. */
-function traceMode (value: string): 'triton' {
+/** tritonserver's trace modes (`ParseTraceModeOption`). */
+function traceMode (value: string): 'triton' | 'opentelemetry' {
   const mode = value.toLowerCase()
-  if (mode === 'triton') return mode
-  if (mode === 'opentelemetry') throw new BadValue('the example traces in triton mode only')
+  if (mode === 'triton' || mode === 'opentelemetry') return mode
   throw new BadValue(`invalid value for trace mode option: ${mode}. Available options are "triton" and "opentelemetry"`)
+}
+
+/** tritonserver's `opentelemetry,` settings configure the exporter it brings; the example brings
+ * none (its spans go to the host's registered SDK, which reads its own settings). */
+const OPENTELEMETRY_SDK_SETTINGS: Record<string, string> = {
+  url: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  resource: 'OTEL_RESOURCE_ATTRIBUTES',
+  bsp_max_queue_size: 'OTEL_BSP_MAX_QUEUE_SIZE',
+  bsp_schedule_delay: 'OTEL_BSP_SCHEDULE_DELAY',
+  bsp_max_export_batch_size: 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE'
 }
 
 /** tritonserver's `--trace-config [<mode>,]<setting>=<value>` format (`ParseTraceConfigOption`). */
@@ -280,6 +289,9 @@ const TRACE_SETTINGS: Record<string, (trace: TraceOptions & { off?: boolean }, v
 /** One `--trace-config`. A setting tritonserver would keep and ignore is refused by name. */
 function addTraceSetting (state: ParseState, argument: string): void {
   const [mode, setting, value] = traceSetting(argument)
+  if (mode === 'opentelemetry' && Object.hasOwn(OPENTELEMETRY_SDK_SETTINGS, setting)) {
+    throw new BadValue(`the example brings no OpenTelemetry SDK: '${setting}' is a setting of the host's SDK (${OPENTELEMETRY_SDK_SETTINGS[setting]})`)
+  }
   const apply = Object.hasOwn(TRACE_SETTINGS, setting) ? TRACE_SETTINGS[setting] : undefined
   if (apply === undefined) throw new BadValue(`unknown trace setting '${setting}': the example takes ${Object.keys(TRACE_SETTINGS).join(', ')}`)
   apply(state.trace ??= {}, value, mode)

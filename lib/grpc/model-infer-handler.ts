@@ -42,7 +42,8 @@ export function modelInferHandler ({ registry, models, limits, log }: ModelInfer
         read: (signature, modelVersion) =>
           (infer = readModelInferRequest(call, { registry, model: signature, modelVersion, limits, reservation, outputCopies: OUTPUT_COPIES })),
         respond: modelInferResponse,
-        transport: 'grpc'
+        transport: 'grpc',
+        traceCarrier: () => call.metadata.getMap()
       })
       callback(null, response)
     } catch (error) {

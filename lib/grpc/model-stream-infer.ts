@@ -261,6 +261,8 @@ class InferStream {
         return infer
       },
       beforeRun: () => { ran = true },
+      // The stream's metadata: every request of a stream continues the trace its client sent.
+      traceCarrier: () => this.call.metadata.getMap(),
       started: (read) => { this.#queued.delete(read) },
       respond: (read) => {
         const response = inferResponse(read)

@@ -45,13 +45,17 @@ export function sharedMemoryHandlers (api: SharedMemoryApi, log?: ErrorLogger,
     refused?: (request: Request, error: Error) => void) =>
       unary((call: ServerUnaryCall<Request, Response>) => {
         const caller = callerOf(call)
+        const end = operation === 'status' ? undefined : api.span(memory, operation, (call.request as NamedRequest).name, () => call.metadata.getMap())
         try {
           restrictions.check('shared-memory', caller.header)
           api.checkAccess(caller)
           api.checkEnabled(memory, operation)
-          return answer(call.request, caller)
+          const response = answer(call.request, caller)
+          end?.()
+          return response
         } catch (error) {
           refused?.(call.request, error as Error)
+          end?.(error)
           throw error
         }
       }, log)

@@ -53,7 +53,8 @@ function generateCall (request: GenerateRequest, reply: FastifyReply, options: G
       admitted()
     },
     respond,
-    send
+    send,
+    traceCarrier: () => request.headers
   }
 }
 

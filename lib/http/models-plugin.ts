@@ -68,7 +68,8 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
     return table.infer(model, version, {
       read: (signature, modelVersion) => readInferRequest(request, reply, { registry, model: signature, modelVersion, limits }),
       ...(beforeRun !== undefined && { beforeRun: (inferRequest) => beforeRun(request, inferRequest) }),
-      respond: (inferRequest) => inferResponse(inferRequest, reply)
+      respond: (inferRequest) => inferResponse(inferRequest, reply),
+      traceCarrier: () => request.headers
     })
   }
   const generateOptions: GenerateOptions = { registry, limits, maxInputBytes: jsonLimit ?? DEFAULT_JSON_LIMIT, ...(beforeRun !== undefined && { beforeRun }) }

@@ -30,6 +30,10 @@ type RegionRequest = FastifyRequest<{ Params: { region_name: string } }>
 /** Route config of the system register routes: their refusals are logged as refused registrations. */
 interface RegisterRoute { registersSystemMemory?: true }
 
+/** Route config of the register and unregister routes: their calls are spans in the
+ * `opentelemetry` trace mode (`SharedMemoryApi.span`). */
+interface TracedRoute { traced?: { memory: Memory, operation: 'register' | 'unregister' } }
+
 /** The call as the core sees it: an HTTP request, with its connection's socket (its headers were
  * checked by the routes' restrictions, before the API). */
 function callerOf (request: FastifyRequest): ApiCaller {
@@ -127,7 +131,8 @@ function mountApi (app: FastifyInstance, api: SharedMemoryApi, memory: Memory, s
   /** The switch, checked before the body is read. */
   const enabled = (operation: 'register' | 'unregister'): preParsingHookHandler => async () => api.checkEnabled(memory, operation)
   // Only system registrations read their body: CUDA ones are refused whatever they send.
-  const registerConfig = memory === 'system' ? { config: { registersSystemMemory: true } } : {}
+  const registerConfig = { config: { traced: { memory, operation: 'register' }, ...(memory === 'system' && { registersSystemMemory: true }) } }
+  const unregisterConfig = { config: { traced: { memory, operation: 'unregister' } } }
   const routes = [
     {
       method: 'GET',
@@ -159,6 +164,7 @@ function mountApi (app: FastifyInstance, api: SharedMemoryApi, memory: Memory, s
       url: '/region/:region_name/unregister',
       schema: schemas.unregister,
       preParsing: [enabled('unregister')],
+      ...unregisterConfig,
       handler: async (request: RegionRequest, reply: FastifyReply) => {
         api.unregister(memory, request.params.region_name)
         return empty(request, reply)
@@ -169,6 +175,7 @@ function mountApi (app: FastifyInstance, api: SharedMemoryApi, memory: Memory, s
       url: '/unregister',
       schema: schemas.unregisterAll,
       preParsing: [enabled('unregister')],
+      ...unregisterConfig,
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         api.unregister(memory)
         return empty(request, reply)
@@ -179,6 +186,7 @@ function mountApi (app: FastifyInstance, api: SharedMemoryApi, memory: Memory, s
       url: '/register',
       schema: HIDDEN,
       preParsing: [enabled('register')],
+      ...registerConfig,
       handler: async (request: FastifyRequest) => api.register(memory, '', undefined, callerOf(request))
     }
   ] as const
@@ -193,6 +201,25 @@ function mountApi (app: FastifyInstance, api: SharedMemoryApi, memory: Memory, s
   }
   // Any other path of the API is no route either, answered in the API's own error shape.
   app.route({ method: ALL_METHODS, url: `${base}/*`, schema: HIDDEN, handler: refuseUnknownPath })
+}
+
+/** Spans of the register and unregister calls, in the `opentelemetry` trace mode: each begins as
+ * its request arrives (before the restricted API and the switch, whose refusals it records) and
+ * ends with its response. */
+function traceCalls (app: FastifyInstance, api: SharedMemoryApi) {
+  const ends = new WeakMap<FastifyRequest, (error?: unknown) => void>()
+  app.addHook('onRequest', async (request) => {
+    const { traced } = request.routeOptions.config as TracedRoute
+    if (traced === undefined) return
+    const end = api.span(traced.memory, traced.operation, (request.params as { region_name?: string }).region_name, () => request.headers)
+    if (end !== undefined) ends.set(request, end)
+  })
+  const endSpan = (request: FastifyRequest, error?: unknown) => {
+    ends.get(request)?.(error)
+    ends.delete(request)
+  }
+  app.addHook('onError', async (request, _reply, error) => endSpan(request, error))
+  app.addHook('onResponse', async (request) => endSpan(request))
 }
 
 /** A region path the router did not match although it has a name: the name is longer than the
@@ -218,6 +245,7 @@ export async function sharedMemoryRoutes (app: FastifyInstance, { api, restricti
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, keepBodyText)
   // The restricted API before every other gate, yet after the host's route hooks (see mountApi).
   app.addHook('preParsing', restrictedHook(restrictions, () => 'shared-memory'))
+  traceCalls(app, api)
   mountApi(app, api, 'system', documented(systemSchemas, openapi, openapi.systemTags))
   mountApi(app, api, 'cuda', documented(cudaSchemas, openapi, openapi.cudaTags))
 }

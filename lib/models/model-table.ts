@@ -61,6 +61,12 @@ export interface InferCall<Result> {
   /** The transport, for Triton's words when it cannot carry a decoupled model's responses
    * (`ModelTable.infer`). Default `http`. */
   transport?: 'http' | 'grpc'
+  /** The request's headers (gRPC: metadata as a map), where its client's W3C trace context is
+   * read in the `opentelemetry` trace mode; asked only while that mode may trace. */
+  traceCarrier?: () => Readonly<Record<string, unknown>>
+  /** A step of an ensemble: the ensemble's request (in the `opentelemetry` trace mode the step is
+   * traced with it, under its span). */
+  ensemble?: InferRequest
 }
 
 /**
@@ -194,7 +200,8 @@ export class ModelTable {
           return request
         },
         respond: (read) => read.storedOutputs,
-        send: async (outputs) => { if (outputs !== undefined) await answer(outputs) }
+        send: async (outputs) => { if (outputs !== undefined) await answer(outputs) },
+        ensemble: infer
       }
       try {
         if (model.declaration.decoupled === true) await this.#run(model, call, call)
@@ -218,6 +225,8 @@ export class ModelTable {
    * table serves one shared registry: another one throws `ERR_SHM_MODEL_TABLE_SHARED`.
    */
   serveWith (registry: SystemSharedMemoryRegistry): void {
+    // In the opentelemetry trace mode, the shared memory API's calls are spans too.
+    if (registry instanceof Registry && this.#tracer.spans !== undefined) registry.operationSpans = (options) => this.#tracer.operation(options)
     if (!(registry instanceof Registry) || registry === this.#registry) return
     const store = registry.modelStore()
     if (!store.shared) return
@@ -440,7 +449,7 @@ export class ModelTable {
   async #run<Result> (model: ModelVersion, call: InferCall<Result>, stream?: StreamCall<Result>, here = false): Promise<Result | undefined> {
     const start = performance.now()
     const { statistics } = model
-    const trace = this.#tracer.sample(model.declaration.name)
+    const trace = this.#tracer.sample(model.declaration.name, call.traceCarrier, call.ensemble)
     model.inFlight++
     statistics.started()
     let infer: InferRequest | undefined
@@ -453,6 +462,7 @@ export class ModelTable {
     try {
       infer = call.read(model.signature, model.version)
       const read = performance.now()
+      if (trace !== undefined) this.#tracer.enclose(trace, infer)
       // At once, so a stream's requests of one sequence are queued in the order they were read.
       const place = model.sequences?.route(infer, batchSizeOf(model, infer), here)
       if (place?.owner !== undefined) {
@@ -495,9 +505,10 @@ export class ModelTable {
       // A model that is not decoupled answers once, now.
       if (model.declaration.decoupled !== true) firstResponse = end
       statistics.succeeded({ start, read, runStart, ran, end, firstResponse }, batchSizeOf(model, infer))
-      if (trace !== undefined) this.#tracer.record(trace, model.declaration.name, model.version, { start, read, runStart, ran, end })
+      if (trace !== undefined) this.#tracer.record(trace, model.declaration.name, model.version, { start, read, runStart, ran, end }, infer.id)
     } catch (error) {
       if (!forwarded || ranNowhere(error)) statistics.failed(start, failureReason(error, infer?.signal, running), pending)
+      if (trace !== undefined) this.#tracer.fail(trace, model.declaration.name, model.version, infer?.id, start, error)
       throw error
     } finally {
       instance?.()

@@ -48,7 +48,8 @@ const problemOf = validatorOf({
         count: { type: 'integer', minimum: -1, maximum: 2147483647 },
         logFrequency: { type: 'integer', minimum: 0, maximum: 4294967295 },
         file: { type: 'string' },
-        mode: { enum: ['triton'] }
+        mode: { enum: ['triton', 'opentelemetry'] },
+        load: { isFunction: true }
       }
     },
     log: { type: 'object', required: ['error'], properties: { error: { isFunction: true } } }

@@ -12,8 +12,9 @@ import type { ModelStore } from '../store/model-store'
 /** The levels that trace something; none is Triton's `OFF`. */
 export type TraceLevelName = 'TIMESTAMPS' | 'TENSORS'
 
-/** What the server traces (Triton's `trace_mode`); `opentelemetry` is not served. */
-export type TraceMode = 'triton'
+/** How the server traces (Triton's `trace_mode`): `triton` writes trace files, `opentelemetry`
+ * starts spans through the host's OpenTelemetry API (trace-spans.ts). */
+export type TraceMode = 'triton' | 'opentelemetry'
 
 /** One setting's values, as Triton answers them. */
 export interface TraceValues {
@@ -56,8 +57,10 @@ export interface TraceOptions {
   logFrequency?: number
   /** Where traces are appended; default none (tracing cannot be turned on without one). */
   file?: string
-  /** Default `triton`. */
+  /** Default `triton`. Not changed by clients, as in Triton. */
   mode?: TraceMode
+  /** Loads @opentelemetry/api in `opentelemetry` mode (default `require`): a stand-in for tests. */
+  load?: (name: string) => unknown
 }
 
 export const DEFAULT_TRACE_VALUES: TraceValues = { level: [], rate: 1000, count: -1, logFrequency: 0, file: '', mode: 'triton' }
@@ -116,11 +119,12 @@ export function parseTraceNumber (setting: Exclude<ChangeableSetting, 'level'>, 
   return stoi(name, text, 0, UINT32_MAX) >>> 0
 }
 
-/** Why `values` trace nothing (Triton's reason; empty with a count of 0), or undefined. */
-function invalidReason ({ level, rate, count, file }: TraceValues): string | undefined {
+/** Why `values` trace nothing (Triton's reason; empty with a count of 0), or undefined. Spans
+ * need no file. */
+function invalidReason ({ level, rate, count, file, mode }: TraceValues): string | undefined {
   if (level.length === 0) return 'tracing is disabled'
   if (rate === 0) return 'sample rate must be non-zero'
-  if (file === '') return 'trace file name is not given'
+  if (mode === 'triton' && file === '') return 'trace file name is not given'
   return count === 0 ? '' : undefined
 }
 
@@ -129,18 +133,28 @@ export class TraceSampler {
   readonly values: TraceValues
   /** The traces it may still take (-1: no limit). */
   remaining: number
+  /** Whether a request may be traced whatever the rate and count: in `opentelemetry` mode, while
+   * the level is on (Triton traces every request that carries its client's trace context). */
+  readonly forcible: boolean
   #seen = 0
 
   constructor (values: TraceValues) {
     this.values = values
     this.remaining = invalidReason(values) === undefined ? values.count : 0
+    this.forcible = values.mode === 'opentelemetry' && values.level.length > 0
   }
 
-  /** Whether the request now reaching it is traced: one in `rate`, while traces remain. */
-  sample (): boolean {
-    if (this.remaining === 0 || ++this.#seen % this.values.rate !== 0) return false
-    if (this.remaining > 0) this.remaining--
-    return true
+  /** Whether the request now reaching it is traced: one in `rate`, while traces remain, or
+   * `forced` (as Triton's `SampleTrace`: a forced request still counts towards the rate, and takes
+   * a trace of the count when it falls on the rate; a rate of 0 traces forced requests only). */
+  sample (forced = false): boolean {
+    const force = forced && this.forcible
+    if (this.remaining === 0 && !force) return false
+    if (this.values.rate === 0) return force
+    let hit = ++this.#seen % this.values.rate === 0
+    if (hit && this.remaining > 0) this.remaining--
+    else if (hit && this.remaining === 0) hit = false
+    return hit || force
   }
 }
 
@@ -198,7 +212,7 @@ export class TraceSettings {
     this.#global = new TraceSampler(global)
     this.#models.clear()
     for (const name of Object.keys(state.models)) this.#models.set(name, new TraceSampler(this.#valuesOf(state, name)))
-    this.#tracing = [this.#global, ...this.#models.values()].some((sampler) => sampler.remaining !== 0)
+    this.#tracing = [this.#global, ...this.#models.values()].some((sampler) => sampler.remaining !== 0 || sampler.forcible)
   }
 
   #valuesOf (state: TraceState, model: string | undefined): TraceValues {
@@ -246,11 +260,18 @@ export class TraceSettings {
     return this.values(model)
   }
 
-  /** The setting that traces a request for `model` now reaching the server, if it is traced. */
-  sample (model: string): TraceSampler | undefined {
+  /** Whether any setting may trace a request now (cheap: while none does, a request is not
+   * looked at further). */
+  mayTrace (): boolean {
     if (this.#store.traceVersion !== this.#seen) this.#sync()
-    if (!this.#tracing) return undefined
+    return this.#tracing
+  }
+
+  /** The setting that traces a request for `model` now reaching the server, if it is traced;
+   * `forced`: the request carries its client's trace context (see `TraceSampler.sample`). */
+  sample (model: string, forced = false): TraceSampler | undefined {
+    if (!this.mayTrace()) return undefined
     const sampler = this.#samplerOf(model)
-    return sampler.sample() ? sampler : undefined
+    return sampler.sample(forced) ? sampler : undefined
   }
 }

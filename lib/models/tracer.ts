@@ -2,11 +2,15 @@
  * The tracer of a model table: Triton's trace settings (trace-settings.ts), and the traces of the
  * requests they sample, written to their settings' files in Triton's JSON (`mode: triton`): one
  * object per request, one per line, with its id, model, version and timestamps (nanoseconds of a
- * monotonic clock, as Triton's), taken where the table times its statistics.
+ * monotonic clock, as Triton's), taken where the table times its statistics. In `opentelemetry`
+ * mode they are spans instead (trace-spans.ts).
  */
+import type { InferRequest } from '../kserve/infer-request'
+import type { OperationSpanOptions } from '../registry/operation-spans'
 import type { ModelStore } from '../store/model-store'
 import { TraceFile, type TraceFileLogger } from './trace-file'
 import { type TraceOptions, type TraceSampler, TraceSettings } from './trace-settings'
+import { RequestSpans, type TraceCarrier, TraceSpans } from './trace-spans'
 
 /** The instants (`performance.now()`) the table measures a request at. */
 export interface RequestTimes {
@@ -31,8 +35,15 @@ export class Tracer {
   readonly #originNs = process.hrtime.bigint()
   readonly #origin = performance.now()
 
-  constructor (store: ModelStore, options?: TraceOptions, log?: TraceFileLogger) {
-    this.settings = new TraceSettings(store, options)
+  /** The traced requests that may run steps (an ensemble's), by request. */
+  readonly #ensembles = new WeakMap<InferRequest, RequestSpans>()
+  /** In `opentelemetry` mode: the spans, through the API loaded once the table is made. */
+  readonly spans: TraceSpans | undefined
+
+  constructor (store: ModelStore, options: TraceOptions = {}, log?: TraceFileLogger) {
+    const { load, ...settings } = options
+    this.settings = new TraceSettings(store, settings)
+    this.spans = settings.mode === 'opentelemetry' ? new TraceSpans(load) : undefined
     this.#log = log
   }
 
@@ -42,17 +53,45 @@ export class Tracer {
   }
 
   /** The setting that traces a request of `model` now reaching the table, if it is traced: while
-   * tracing is off, one check. */
-  sample (model: string): TraceSampler | undefined {
-    return this.settings.sample(model)
+   * tracing is off, one check. In `opentelemetry` mode, with the parent of its spans: the trace
+   * context its client sent (`carrier`: its headers or metadata), which traces it whatever the
+   * rate, as in Triton. */
+  sample (model: string, carrier?: () => TraceCarrier, ensemble?: InferRequest): TraceSampler | RequestSpans | undefined {
+    const spans = this.spans
+    // Trace files have each step of an ensemble sampled as a request of its own.
+    if (spans === undefined) return this.settings.sample(model)
+    if (ensemble !== undefined) return this.#ensembles.get(ensemble)?.step()
+    if (!this.settings.mayTrace()) return undefined
+    const parent = spans.parentOf(carrier?.())
+    const sampler = this.settings.sample(model, parent.sent)
+    return sampler === undefined ? undefined : new RequestSpans(sampler, parent.context)
+  }
+
+  /** Starts the span of a shared memory API call while the global setting's level is on (Triton's
+   * rate and count are for inferences: every such call is traced). */
+  operation (options: OperationSpanOptions): ((error?: unknown) => void) | undefined {
+    return this.settings.values().level.length > 0 ? (this.spans as TraceSpans).operation(options) : undefined
+  }
+
+  /** Keeps the trace of request `infer` (sampled as `trace`), for the steps it may run as an
+   * ensemble's: in `opentelemetry` mode they are traced with it, as Triton traces them. */
+  enclose (trace: TraceSampler | RequestSpans, infer: InferRequest): void {
+    if (trace instanceof RequestSpans) this.#ensembles.set(infer, trace)
+  }
+
+  /** Ends the spans of a sampled request that failed (a trace file has no failed requests). */
+  fail (trace: TraceSampler | RequestSpans, model: string, version: string, requestId: string | undefined, start: number, error: unknown): void {
+    if (trace instanceof RequestSpans) (this.spans as TraceSpans).fail(trace, model, version, requestId, start, error)
   }
 
   #ns (instant: number): string {
     return String(this.#originNs + BigInt(Math.round((instant - this.#origin) * 1e6)))
   }
 
-  /** Writes the trace of a request `sampler` sampled. */
-  record (sampler: TraceSampler, model: string, version: string, { start, read, runStart, ran, end }: RequestTimes): void {
+  /** Writes the trace of a request `sampler` sampled (in `opentelemetry` mode: its spans). */
+  record (sampler: TraceSampler | RequestSpans, model: string, version: string, times: RequestTimes, requestId?: string): void {
+    if (sampler instanceof RequestSpans) return (this.spans as TraceSpans).record(sampler, model, version, requestId, times)
+    const { start, read, runStart, ran, end } = times
     const { file, logFrequency } = sampler.values
     // Triton's activities, in its order: inputs are read before the request waits here, so
     // COMPUTE_INPUT_END is COMPUTE_START (the reading is REQUEST_START to QUEUE_START).

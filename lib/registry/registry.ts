@@ -13,6 +13,7 @@ import * as errors from '../errors'
 import { TritonError } from '../errors'
 import { InFlightBytes } from './in-flight-bytes'
 import { KeyPolicy } from './key-policy'
+import type { OperationSpans } from './operation-spans'
 import { RegionLease } from './lease'
 import { MappedRange, PosixShmError } from '../addon/posix-shm'
 import { Region, regionStatus } from './region'
@@ -67,6 +68,9 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
   /** Set by close(): nothing would unmap a region registered afterwards. */
   #closed = false
   readonly inFlight: InFlightBytes
+  /** The spans of the shared memory API's calls: set by the model table served with this
+   * registry, in its `opentelemetry` trace mode (`ModelTable.serveWith`). */
+  operationSpans: OperationSpans | undefined
 
   constructor (options: RegistryOptions = {}) {
     super()

@@ -8,6 +8,7 @@
 import type { RegistryLogger, SharedMemoryRegionStatus, SystemSharedMemoryRegistry } from '../../types'
 import * as errors from '../errors'
 import { HEADER_NAME, RestrictedFeatures, restrictionGroups } from '../util/restricted-features'
+import type { OperationSpans } from './operation-spans'
 import { type CallerConnection, type ClientShmAccess, PeerPolicy } from './peer-policy'
 import { regionSourceOf } from './register-fields'
 
@@ -134,6 +135,17 @@ export class SharedMemoryApi {
   logRefusedRegister (name: string, error: Error): void {
     if (this.#loggedByRegistry.has(error)) return
     this.#log?.debug({ region: name, reason: error.message }, 'refused to register system shared memory region')
+  }
+
+  /** Starts the span of a register or unregister call (its RPC's name) of `region` (none or empty:
+   * every region), if the model table served with the registry traces them; `carrier`: the call's
+   * headers or metadata. The function returned ends it, with the error that refused the call. */
+  span (memory: Memory, operation: Exclude<Operation, 'status'>, region: string | undefined,
+    carrier: () => Readonly<Record<string, unknown>>): ((error?: unknown) => void) | undefined {
+    const spans = (this.registry as { operationSpans?: OperationSpans }).operationSpans
+    if (spans === undefined) return undefined
+    const name = `${memory === 'system' ? 'System' : 'Cuda'}SharedMemory${operation === 'register' ? 'Register' : 'Unregister'}`
+    return spans({ name, ...(region !== undefined && region !== '' && { region }), carrier: carrier() })
   }
 
   /** Unregisters the named region, or every region (no name, or an empty one). Unknown names are no error. */
