@@ -346,11 +346,12 @@ export class InferRequest {
 
   /** Marks the request abandoned by its client (see `signal`), or by its transport with `reason`
    * (a stream's request still queued when the server stops). Nothing to do once its leases have
-   * ended (grpc-js reports every unary call that ended as cancelled). */
-  abandon (reason: Error = errors.clientClosedRequest()): void {
+   * ended (grpc-js reports every unary call that ended as cancelled): the default reason, an
+   * error with its stack, is made only for a request abandoned indeed. */
+  abandon (reason?: Error): void {
     if (this.#over || this.#abandonedBy !== undefined) return
-    this.#abandonedBy = reason
-    this.#abandoned?.abort(reason)
+    this.#abandonedBy = reason ?? errors.clientClosedRequest()
+    this.#abandoned?.abort(this.#abandonedBy)
   }
 
   /**
