@@ -13,13 +13,12 @@
  *
  * Alone: `npx tsx bench/grpc-stream.ts [--quick] [--cpu-prof]` (profiles to bench/results/profiles/).
  */
-import { mkdirSync } from 'node:fs'
-import path from 'node:path'
 import { type ClientDuplexStream, credentials } from '@grpc/grpc-js'
 import { GrpcKServeClient, inferenceService, MESSAGE_LIMIT_OPTIONS } from '../lib/grpc'
 import type { ModelStreamInferResponse } from '../types/grpc'
 import { num, progress, ratio, table } from './format'
-import { ServerProcess } from './server-process'
+import type { ServerProcess } from './server-process'
+import { runAlone } from './alone'
 import { alternatingRounds, type CaseResult } from './alternating-rounds'
 import { httpClient, modelInferClient } from './lean-clients'
 import { makeObject, removeObject } from './shm-objects'
@@ -168,17 +167,9 @@ export function grpcStreamTable (result: GrpcStreamResult, plan: GrpcStreamPlan)
       `${plan.rounds} alternating rounds of ${plan.secondsPerRun} s per case; each request sent when the last one's response came (perf_analyzer's concurrency 1).`])
 }
 
-async function main () {
-  const args = process.argv.slice(2)
-  const plan: GrpcStreamPlan = args.includes('--quick') ? { rounds: 2, secondsPerRun: 1 } : { rounds: 4, secondsPerRun: 3 }
-  let cpuProfileDir: string | undefined
-  if (args.includes('--cpu-prof')) {
-    cpuProfileDir = path.join(__dirname, 'results', 'profiles')
-    mkdirSync(cpuProfileDir, { recursive: true })
-  }
-  progress('compiling bench/server.ts to plain JS and starting it as a child process')
-  const server = await ServerProcess.start({ cpuProfileDir })
-  try {
+if (require.main === module) {
+  runAlone(async (server, quick) => {
+    const plan: GrpcStreamPlan = quick ? { rounds: 2, secondsPerRun: 1 } : { rounds: 4, secondsPerRun: 3 }
     progress(`${MODEL} over HTTP, ModelInfer and ModelStreamInfer, ${plan.rounds} rounds of ${plan.secondsPerRun} s per case`)
     const result = await grpcStreamSuite(server, plan)
     process.stdout.write(grpcStreamTable(result, plan) + '\n')
@@ -189,14 +180,5 @@ async function main () {
       unixVsTcpThroughputHttp: result.unixVsTcp.http,
       unixVsTcpThroughputGrpc: result.unixVsTcp.grpc
     }) + '\n')
-  } finally {
-    await server.stop()
-  }
-}
-
-if (require.main === module) {
-  main().catch((error) => {
-    process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\n`)
-    process.exit(1)
   })
 }

@@ -11,13 +11,12 @@
  *
  * Alone: `npx tsx bench/infer-floor.ts [--quick] [--cpu-prof]` (profiles to bench/results/profiles/).
  */
-import { mkdirSync } from 'node:fs'
-import path from 'node:path'
 import { KServeClient } from '../lib/index'
 import type { InferRequestWire } from '../types'
+import { runAlone } from './alone'
 import { num, progress, ratio, table } from './format'
 import { runLoad } from './load'
-import { ServerProcess } from './server-process'
+import type { ServerProcess } from './server-process'
 import { FLOOR_MODEL, floorRoute, HAND_INFER_ROUTE } from './server-protocol'
 import { makeObject, removeObject } from './shm-objects'
 
@@ -133,28 +132,11 @@ export function inferFloorTable (result: InferFloorResult): string {
       `A ${result.requestBytes}-byte JSON request, a ${result.answerBytes}-byte answer; ${result.rounds} rounds of ${result.secondsPerRun} s per route, the order turned each round.`])
 }
 
-async function main () {
-  const args = process.argv.slice(2)
-  const plan: InferFloorPlan = args.includes('--quick') ? { rounds: 2, secondsPerRun: 1.5, connections: 4 } : { rounds: 5, secondsPerRun: 3, connections: 4 }
-  let cpuProfileDir: string | undefined
-  if (args.includes('--cpu-prof')) {
-    cpuProfileDir = path.join(__dirname, 'results', 'profiles')
-    mkdirSync(cpuProfileDir, { recursive: true })
-  }
-  progress('compiling bench/server.ts to plain JS and starting it as a child process')
-  const server = await ServerProcess.start({ cpuProfileDir })
-  try {
+if (require.main === module) {
+  runAlone(async (server, quick) => {
+    const plan: InferFloorPlan = quick ? { rounds: 2, secondsPerRun: 1.5, connections: 4 } : { rounds: 5, secondsPerRun: 3, connections: 4 }
     const result = await inferFloorSuite(server, plan)
     process.stdout.write(inferFloorTable(result) + '\n')
     process.stdout.write(JSON.stringify({ inferFloorCpuRatio: result.cpuRatio }) + '\n')
-  } finally {
-    await server.stop()
-  }
-}
-
-if (require.main === module) {
-  main().catch((error) => {
-    process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\n`)
-    process.exit(1)
   })
 }
