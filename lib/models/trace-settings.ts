@@ -148,13 +148,10 @@ export class TraceSampler {
    * `forced` (as Triton's `SampleTrace`: a forced request still counts towards the rate, and takes
    * a trace of the count when it falls on the rate; a rate of 0 traces forced requests only). */
   sample (forced = false): boolean {
-    const force = forced && this.forcible
-    if (this.remaining === 0 && !force) return false
-    if (this.values.rate === 0) return force
-    let hit = ++this.#seen % this.values.rate === 0
-    if (hit && this.remaining > 0) this.remaining--
-    else if (hit && this.remaining === 0) hit = false
-    return hit || force
+    const onRate = this.values.rate !== 0 && ++this.#seen % this.values.rate === 0
+    const counted = onRate && this.remaining !== 0
+    if (counted && this.remaining > 0) this.remaining--
+    return counted || (forced && this.forcible)
   }
 }
 
