@@ -30,10 +30,6 @@ type RegionRequest = FastifyRequest<{ Params: { region_name: string } }>
 /** Route config of the system register routes: their refusals are logged as refused registrations. */
 interface RegisterRoute { registersSystemMemory?: true }
 
-/** Route config of the register and unregister routes: their calls are spans in the
- * `opentelemetry` trace mode (`SharedMemoryApi.span`). */
-interface TracedRoute { traced?: { memory: Memory, operation: 'register' | 'unregister' } }
-
 /** The call as the core sees it: an HTTP request, with its connection's socket (its headers were
  * checked by the routes' restrictions, before the API). */
 function callerOf (request: FastifyRequest): ApiCaller {
@@ -131,8 +127,8 @@ function mountApi (app: FastifyInstance, api: SharedMemoryApi, memory: Memory, s
   /** The switch, checked before the body is read. */
   const enabled = (operation: 'register' | 'unregister'): preParsingHookHandler => async () => api.checkEnabled(memory, operation)
   // Only system registrations read their body: CUDA ones are refused whatever they send.
-  const registerConfig = { config: { traced: { memory, operation: 'register' }, ...(memory === 'system' && { registersSystemMemory: true }) } }
-  const unregisterConfig = { config: { traced: { memory, operation: 'unregister' } } }
+  const registerConfig = { ...callSpans(api, memory, 'register'), ...(memory === 'system' && { config: { registersSystemMemory: true } }) }
+  const unregisterConfig = callSpans(api, memory, 'unregister')
   const routes = [
     {
       method: 'GET',
@@ -203,23 +199,23 @@ function mountApi (app: FastifyInstance, api: SharedMemoryApi, memory: Memory, s
   app.route({ method: ALL_METHODS, url: `${base}/*`, schema: HIDDEN, handler: refuseUnknownPath })
 }
 
-/** Spans of the register and unregister calls, in the `opentelemetry` trace mode: each begins as
- * its request arrives (before the restricted API and the switch, whose refusals it records) and
- * ends with its response. */
-function traceCalls (app: FastifyInstance, api: SharedMemoryApi) {
+/** The hooks that make each call of a register or unregister route a span, in the `opentelemetry`
+ * trace mode (`SharedMemoryApi.span`): it begins as the request arrives (before the restricted API
+ * and the switch, whose refusals it records) and ends with its response. Other routes have none. */
+function callSpans (api: SharedMemoryApi, memory: Memory, operation: 'register' | 'unregister') {
   const ends = new WeakMap<FastifyRequest, (error?: unknown) => void>()
-  app.addHook('onRequest', async (request) => {
-    const { traced } = request.routeOptions.config as TracedRoute
-    if (traced === undefined) return
-    const end = api.span(traced.memory, traced.operation, (request.params as { region_name?: string }).region_name, () => request.headers)
-    if (end !== undefined) ends.set(request, end)
-  })
-  const endSpan = (request: FastifyRequest, error?: unknown) => {
+  const end = (request: FastifyRequest, error?: unknown) => {
     ends.get(request)?.(error)
     ends.delete(request)
   }
-  app.addHook('onError', async (request, _reply, error) => endSpan(request, error))
-  app.addHook('onResponse', async (request) => endSpan(request))
+  return {
+    onRequest: async (request: FastifyRequest) => {
+      const ending = api.span(memory, operation, (request.params as { region_name?: string }).region_name, () => request.headers)
+      if (ending !== undefined) ends.set(request, ending)
+    },
+    onError: async (request: FastifyRequest, _reply: FastifyReply, error: unknown) => end(request, error),
+    onResponse: async (request: FastifyRequest) => end(request)
+  }
 }
 
 /** A region path the router did not match although it has a name: the name is longer than the
@@ -245,7 +241,6 @@ export async function sharedMemoryRoutes (app: FastifyInstance, { api, restricti
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: BODY_LIMIT }, keepBodyText)
   // The restricted API before every other gate, yet after the host's route hooks (see mountApi).
   app.addHook('preParsing', restrictedHook(restrictions, () => 'shared-memory'))
-  traceCalls(app, api)
   mountApi(app, api, 'system', documented(systemSchemas, openapi, openapi.systemTags))
   mountApi(app, api, 'cuda', documented(cudaSchemas, openapi, openapi.cudaTags))
 }
