@@ -29,6 +29,7 @@ import { type SequenceDirectory, SequenceBatcher, type SequenceTurn } from './se
 import { type FailureReason, InferenceStatistics, type StatisticsTotals } from './statistics'
 import { checkTableOptions, type ModelTableOptions } from './table-options'
 import type { TraceChange, TraceValues } from './trace-settings'
+import type { RequestTrace } from './request-trace'
 import { Tracer } from './tracer'
 
 export type { ModelTableOptions }
@@ -61,6 +62,13 @@ export interface InferCall<Result> {
   /** The transport, for Triton's words when it cannot carry a decoupled model's responses
    * (`ModelTable.infer`). Default `http`. */
   transport?: 'http' | 'grpc'
+  /** Told of the trace of a sampled request as it starts, before the table adds to it: the face
+   * adds its own instants (Triton's HTTP or gRPC server's), holds it (`trace.hold()`), and ends
+   * it once it has answered. */
+  traced?(trace: RequestTrace): void
+  /** An ensemble step's: the trace of its ensemble's request (null: not traced). A step is traced
+   * with its ensemble's request, never on its own (Triton's `parent_id`). */
+  ensembleTrace?: RequestTrace | null
 }
 
 /**
@@ -189,6 +197,7 @@ export class ModelTable {
       const model = await this.#serving(step.model, step.version)
       let request: InferRequest | undefined
       const call: StreamCall<Tensor[]> = {
+        ensembleTrace: this.#tracer.traceOf(infer) ?? null,
         read: (signature, version) => {
           request = infer.forModel(signature, version, inputs, Object.keys(step.outputMap))
           return request
@@ -440,7 +449,7 @@ export class ModelTable {
   async #run<Result> (model: ModelVersion, call: InferCall<Result>, stream?: StreamCall<Result>, here = false): Promise<Result | undefined> {
     const start = performance.now()
     const { statistics } = model
-    const trace = this.#tracer.sample(model.declaration.name)
+    const trace = this.#startTrace(model, call, here)
     model.inFlight++
     statistics.started()
     let infer: InferRequest | undefined
@@ -450,9 +459,14 @@ export class ModelTable {
     let running = false
     let forwarded = false
     let result: Result | undefined
+    let read: number | undefined
+    let runStart: number | undefined
+    let ran: number | undefined
+    let end: number | undefined
     try {
       infer = call.read(model.signature, model.version)
-      const read = performance.now()
+      read = performance.now()
+      if (trace !== undefined && model.declaration.platform === 'ensemble') this.#tracer.follow(infer, trace)
       // At once, so a stream's requests of one sequence are queued in the order they were read.
       const place = model.sequences?.route(infer, batchSizeOf(model, infer), here)
       if (place?.owner !== undefined) {
@@ -477,7 +491,7 @@ export class ModelTable {
           return stream.send(call.respond(sending), final)
         })
       }
-      const runStart = performance.now()
+      runStart = performance.now()
       pending = false
       running = true
       statistics.running()
@@ -487,19 +501,23 @@ export class ModelTable {
       } finally {
         finalSent = infer.endResponses()
       }
-      const ran = performance.now()
+      ran = performance.now()
       running = false
       if (stream === undefined) result = call.respond(infer)
       else if (!finalSent) await stream.send(undefined, true)
-      const end = performance.now()
+      end = performance.now()
       // A model that is not decoupled answers once, now.
       if (model.declaration.decoupled !== true) firstResponse = end
       statistics.succeeded({ start, read, runStart, ran, end, firstResponse }, batchSizeOf(model, infer))
-      if (trace !== undefined) this.#tracer.record(trace, model.declaration.name, model.version, { start, read, runStart, ran, end })
     } catch (error) {
       if (!forwarded || ranNowhere(error)) statistics.failed(start, failureReason(error, infer?.signal, running), pending)
       throw error
     } finally {
+      // Triton writes the trace of a failed request too, with the instants it reached.
+      if (trace !== undefined) {
+        this.#tracer.record(trace, { model: model.declaration.name, version: model.version, requestId: infer?.id },
+          { start, read, runStart, ran, end: end ?? performance.now() }, model.declaration.platform === 'ensemble')
+      }
       instance?.()
       turn?.done()
       if (--model.inFlight === 0 && model.drained !== undefined) {
@@ -509,6 +527,17 @@ export class ModelTable {
       }
     }
     return result
+  }
+
+  /** The trace of a request now reaching `model`, if it is traced: sampled by its settings, or
+   * an ensemble step's, with its ensemble's request. One handed over by another process is traced
+   * there. The face is told of it first. */
+  #startTrace (model: ModelVersion, call: InferCall<unknown>, here: boolean): RequestTrace | undefined {
+    const parent = call.ensembleTrace
+    if (here || parent === null) return undefined
+    const trace = parent === undefined ? this.#tracer.start(model.declaration.name) : this.#tracer.startStep(parent)
+    if (trace !== undefined) call.traced?.(trace)
+    return trace
   }
 
   /** Runs a request in the process that owns its sequence, and answers what it sends back. */

@@ -136,6 +136,11 @@ export class TraceSampler {
     this.remaining = invalidReason(values) === undefined ? values.count : 0
   }
 
+  /** The requests it counted (while traces remained). */
+  get seen (): number {
+    return this.#seen
+  }
+
   /** Whether the request now reaching it is traced: one in `rate`, while traces remain. */
   sample (): boolean {
     if (this.remaining === 0 || ++this.#seen % this.values.rate !== 0) return false
@@ -162,6 +167,7 @@ function parseState (text: string | undefined): TraceState {
 
 export class TraceSettings {
   readonly #start: TraceValues
+  readonly #letGo: ((samplers: TraceSampler[]) => void) | undefined
   #store: ModelStore
   /** The store's trace version applied here. */
   #seen: number
@@ -170,8 +176,10 @@ export class TraceSettings {
   /** Whether any setting traces: while none does, a request costs one check. */
   #tracing = false
 
-  constructor (store: ModelStore, options: TraceOptions = {}) {
+  /** `letGo` is told of the settings replaced by a change (Triton writes what they keep). */
+  constructor (store: ModelStore, options: TraceOptions = {}, letGo?: (samplers: TraceSampler[]) => void) {
     this.#start = { ...DEFAULT_TRACE_VALUES, ...options, level: parseTraceLevel(options.level ?? []) ?? [] }
+    this.#letGo = letGo
     this.#store = store
     this.#seen = Number.NaN
     this.#global = new TraceSampler(this.#start)
@@ -194,6 +202,7 @@ export class TraceSettings {
   }
 
   #use (state: TraceState): void {
+    this.#letGo?.([this.#global, ...this.#models.values()])
     const global = this.#valuesOf(state, undefined)
     this.#global = new TraceSampler(global)
     this.#models.clear()
