@@ -290,14 +290,14 @@ t.test('what a setting keeps stays under 1 MiB: past it, it is written', async (
   t.notOk(existsSync(`${file}.1`), 'nothing left at stop')
 })
 
-t.test('the array: a trace that arrives during a write goes into the next; a stop ends it; the next trace starts it anew', async (t) => {
+t.test('the array: traces that arrive during a write go into the next, waited for by a flush; a stop ends it; the next trace starts it anew', async (t) => {
   const file = path.join(directory(t), 'array.json')
   const traces = new TraceFile(file)
   traces.add('{"id":1}')
   traces.add('{"id":2}')
-  await traces.settled()
+  const writing = traces.flush()
   traces.add('{"id":3}')
-  await traces.flush()
+  await writing
   t.equal(readFileSync(file, 'utf8'), '[{"id":1},{"id":2},{"id":3}', 'open until the stop')
   await traces.close()
   t.equal(readFileSync(file, 'utf8'), '[{"id":1},{"id":2},{"id":3}]')

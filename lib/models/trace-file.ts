@@ -81,15 +81,10 @@ export class TraceFile {
     }
   }
 
-  /** Resolves once the write under way, if any, is done (traces waiting for the next are not written). */
-  async settled (): Promise<void> {
-    await this.#writing
-  }
-
-  /** Writes every trace added so far; resolves once they, and the numbered files, are written. */
+  /** Resolves once every trace added so far, and every numbered file, is written. */
   async flush (): Promise<void> {
-    await this.settled()
-    if (this.#pending.length > 0) await this.#write()
+    // A trace added meanwhile starts a write of its own: waited for too.
+    while (this.#writing !== undefined) await this.#writing
     await Promise.all(this.#numbered)
   }
 
