@@ -129,6 +129,9 @@ t.test('HTTP, gRPC and a stream: Triton\'s objects in one JSON array, each face\
   const stream = streamClient(t, port)
   stream.write({ model_name: 'echo', inputs: [input], raw_input_contents: raw })
   await stream.until(1)
+  table.updateTraceSettings(undefined, { rate: 2 })
+  stream.write({ model_name: 'echo', inputs: [input], raw_input_contents: raw })
+  await stream.until(2)
   await stream.end()
   t.notOk(existsSync(file) && readFileSync(file, 'utf8').endsWith(']'), 'the array is open while the server runs')
   await app.close()
@@ -139,7 +142,8 @@ t.test('HTTP, gRPC and a stream: Triton\'s objects in one JSON array, each face\
   t.ok(text.endsWith('}]'), 'the array ended when the server stopped')
   const traces = tracesIn(file)
   t.same(traces.map(({ id, model_name: name, model_version: version, request_id: requestId }) => [id, name, version, requestId]),
-    [[1, 'echo', 3, 'my-request'], [2, 'echo', 1, undefined], [3, 'echo', 3, undefined]], 'the version that ran; the request\'s id when it has one')
+    [[1, 'echo', 3, 'my-request'], [2, 'echo', 1, undefined], [3, 'echo', 3, undefined]],
+    'the version that ran; the request\'s id when it has one; the stream\'s second request not sampled (a rate of 2)')
   t.same(traces.map(({ names }) => names), [HTTP, GRPC, GRPC])
   for (const { ns } of traces) t.ok(ns.every((value, index) => index === 0 || value >= ns[index - 1]), 'in the order they happened')
   t.ok(traces[2].ns[0] > traces[0].ns[0], 'later requests, later instants')
@@ -420,9 +424,12 @@ t.test('settings another process of the store changed apply to the next request'
 
 t.test('a host\'s own gRPC server: the trace ends once grpc-js has the answer', async (t) => {
   const file = path.join(directory(t), 'host.json')
-  const { table, registry } = local(t, traceOptions(file))
+  const { table, registry } = local(t, traceOptions(file, { rate: 2 }))
   const port = await startServer(t, { ModelInfer: modelInferHandler({ registry, models: table }) })
-  await grpcClient(t, port).call('ModelInfer', { model_name: 'echo', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1] }], raw_input_contents: [int32Bytes([1])] })
+  const client = grpcClient(t, port)
+  for (const value of [1, 2]) {
+    await client.call('ModelInfer', { model_name: 'echo', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1] }], raw_input_contents: [int32Bytes([value])] })
+  }
   await table.closeTraces()
-  t.same(tracesIn(file).map(({ names }) => names), [GRPC])
+  t.same(tracesIn(file).map(({ id, names }) => [id, names]), [[1, GRPC]], 'the second call, the first not traced')
 })
