@@ -1,11 +1,11 @@
 /**
  * Tracing in a node:cluster service (real workers on one port, one shared registry): trace
- * settings changed through one worker apply in the other, and both workers' traces reach one file
- * as whole lines.
+ * settings changed through one worker apply in the other, and each worker writes its traces to a
+ * file of its own (`<file>.pid<pid>`), a whole JSON array in Triton's format.
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import http from 'node:http'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -55,7 +55,7 @@ async function startCluster (t: Test, store: string, traceFile: string) {
   return { port: JSON.parse(line).port as number, stop: async () => { primary.kill('SIGTERM'); return (await bounded(exited, 'the cluster stopping'))[0] } }
 }
 
-t.test('settings changed through one worker apply in the other; both workers\' traces are whole lines of one file', async (t) => {
+t.test('settings changed through one worker apply in the other; each worker\'s traces are a whole array of a file of its own', async (t) => {
   const made = mkdtempSync(path.join(tmpdir(), 'trace-cluster-'))
   t.teardown(() => rmSync(made, { recursive: true, force: true }))
   const traceFile = path.join(made, 'trace.json')
@@ -77,10 +77,14 @@ t.test('settings changed through one worker apply in the other; both workers\' t
   t.equal(workers.size, 2, 'both workers ran requests')
   t.equal(await stop(), 0, 'the workers stopped, their traces written')
 
-  const lines = readFileSync(traceFile, 'utf8').split('\n')
-  t.equal(lines.pop(), '', 'the file ends with a whole line')
-  t.equal(lines.length, 24, 'one line per request')
-  t.ok(lines.every((line) => JSON.parse(line).model_name === 'echo'), 'each line one whole trace')
-  const ids = lines.map((line) => JSON.parse(line).id as number).sort((a, b) => a - b)
-  t.equal(ids.filter((id) => id === 1).length, 2, 'each worker numbers its own traces from 1')
+  t.notOk(existsSync(traceFile), 'no file is shared')
+  const traced = [...workers].map((worker) => {
+    const objects = JSON.parse(readFileSync(`${traceFile}.pid${worker}`, 'utf8')) as Array<{ id: number, model_name?: string }>
+    return { worker, objects, ids: new Set(objects.map(({ id }) => id)) }
+  })
+  for (const { worker, objects, ids } of traced) {
+    t.same([...ids].sort((a, b) => a - b), Array.from({ length: ids.size }, (_, index) => index + 1), `worker ${worker} numbers its own traces from 1`)
+    t.equal(objects.filter(({ model_name: name }) => name === 'echo').length, ids.size, 'each trace with its description')
+    t.equal(ids.size, answers.filter((answer) => answer.worker === worker).length, 'one trace per request it answered')
+  }
 })

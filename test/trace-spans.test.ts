@@ -16,49 +16,13 @@ import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpa
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import fastifyTritonShm, {
-  type FastifyTritonShmOptions, InferRequest, kserveModels, type ModelDeclaration, ModelTable, type ModelTableOptions, Registry, type TraceOptions
+  type FastifyTritonShmOptions, InferRequest, kserveModels, ModelTable, type ModelTableOptions, Registry, type TraceOptions
 } from '../lib/index'
 import type { InferRequestWire, ModelSignature } from '../types'
 import { grpcClient } from './helpers/grpc'
 import { makeObject } from './helpers/shm'
 import { streamClient } from './helpers/stream'
-
-const tensor = (name: string) => ({ name, datatype: 'INT32' as const, shape: [-1] })
-
-const echo: ModelDeclaration = {
-  name: 'echo',
-  versions: ['1', '3'],
-  inputs: [tensor('INPUT0')],
-  outputs: [tensor('OUTPUT0')],
-  run (infer) {
-    const { data, shape } = infer.input<Int32Array>('INPUT0')
-    if (data[0] === -1) throw new Error('the model failed')
-    // eslint-disable-next-line no-throw-literal -- a model may throw anything
-    if (data[0] === -2) throw 'a text thrown'
-    infer.output<Int32Array>('OUTPUT0', shape).set(data)
-  }
-}
-
-/** echo, then echo again, as one ensemble. */
-const pair: ModelDeclaration = {
-  name: 'pair',
-  inputs: [tensor('INPUT0')],
-  outputs: [tensor('OUTPUT0')],
-  ensembleScheduling: {
-    steps: [
-      { model: 'echo', inputMap: { INPUT0: 'INPUT0' }, outputMap: { OUTPUT0: 'middle' } },
-      { model: 'echo', inputMap: { INPUT0: 'middle' }, outputMap: { OUTPUT0: 'OUTPUT0' } }
-    ]
-  }
-}
-
-/** An ensemble of the ensemble above. */
-const outer: ModelDeclaration = {
-  name: 'outer',
-  inputs: [tensor('INPUT0')],
-  outputs: [tensor('OUTPUT0')],
-  ensembleScheduling: { steps: [{ model: 'pair', inputMap: { INPUT0: 'INPUT0' }, outputMap: { OUTPUT0: 'OUTPUT0' } }] }
-}
+import { echo, outer, pair } from './helpers/traced-models'
 
 const CLIENT_TRACE = '0af7651916cd43dd8448eb211c12666c'
 const CLIENT_SPAN = 'b7ad6b7169242424'
@@ -69,7 +33,16 @@ const TRACEPARENT = `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01`
  * `propagator` is false), and an async context manager; all unregistered when the test ends. */
 function hostSdk (t: Test, propagator: TextMapPropagator | false = new W3CTraceContextPropagator()) {
   const exporter = new InMemorySpanExporter()
-  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
+  // Told of each span that ends: a request's spans are made once its answer is sent, which may
+  // be after its client has it.
+  let ended: () => void = () => {}
+  class Recording extends SimpleSpanProcessor {
+    override onEnd (span: ReadableSpan): void {
+      super.onEnd(span)
+      ended()
+    }
+  }
+  const provider = new BasicTracerProvider({ spanProcessors: [new Recording(exporter)] })
   trace.setGlobalTracerProvider(provider)
   if (propagator !== false) propagation.setGlobalPropagator(propagator)
   const contextManager = new AsyncLocalStorageContextManager().enable()
@@ -83,10 +56,15 @@ function hostSdk (t: Test, propagator: TextMapPropagator | false = new W3CTraceC
   })
   return {
     provider,
-    /** The spans ended so far, oldest first. */
-    spans: async (): Promise<ReadableSpan[]> => {
-      await provider.forceFlush()
-      return exporter.getFinishedSpans()
+    /** The spans ended so far, oldest first; first, those until `done` holds of them. */
+    spans: async (done: (spans: ReadableSpan[]) => boolean = () => true): Promise<ReadableSpan[]> => {
+      const spanEnded = () => new Promise<void>((resolve) => { ended = resolve })
+      for (;;) {
+        const next = spanEnded()
+        await provider.forceFlush()
+        if (done(exporter.getFinishedSpans())) return exporter.getFinishedSpans()
+        await next
+      }
     },
     reset: () => exporter.reset()
   }
@@ -97,6 +75,8 @@ const otel = (options: TraceOptions = {}): ModelTableOptions => ({ trace: { mode
 const named = (spans: ReadableSpan[], name: string) => spans.filter((span) => span.name === name)
 const eventNames = (span: ReadableSpan) => span.events.map(({ name }) => name)
 const parentOf = (span: ReadableSpan) => span.parentSpanContext?.spanId
+/** `sdk.spans`' wait for `count` requests' spans (their InferRequest span ends last). */
+const requestsEnded = (count: number) => (spans: ReadableSpan[]) => named(spans, 'InferRequest').length >= count
 /** An instant in nanoseconds since the epoch. */
 const ns = ([seconds, nanoseconds]: [number, number]) => BigInt(seconds) * 1_000_000_000n + BigInt(nanoseconds)
 
@@ -159,7 +139,7 @@ t.test('HTTP, generate, gRPC and a stream: Triton\'s three spans, in the client\
   const untraced = await fetch(`${url}/v2/models/echo/infer`, { method: 'POST', body: JSON.stringify({ inputs: [{ ...input, data: [1, 2] }] }) })
   t.equal(untraced.status, 200)
 
-  const spans = await sdk.spans()
+  const spans = await sdk.spans(requestsEnded(4))
   t.equal(spans.length, 12, 'three spans for each of the four requests the client traced, none for the fifth')
   const found = requests(t, spans)
   t.same(found.map(({ model }) => [model.attributes['triton.model_version'], model.attributes['triton.request_id']]),
@@ -181,6 +161,14 @@ t.test('HTTP, generate, gRPC and a stream: Triton\'s three spans, in the client\
     t.ok(times.every((time, index) => index === 0 || time >= times[index - 1]), 'every span within its parent, every event in order')
   }
   t.same(found.map(({ model }) => model.attributes['triton.trace_id']), [1, 2, 3, 4], 'Triton\'s trace ids, counted from 1')
+  const http = ['HTTP_RECV_START', 'HTTP_RECV_END', 'INFER_RESPONSE_COMPLETE', 'HTTP_SEND_START', 'HTTP_SEND_END']
+  const grpc = ['GRPC_WAITREAD_START', 'GRPC_WAITREAD_END', 'INFER_RESPONSE_COMPLETE', 'GRPC_SEND_START', 'GRPC_SEND_END']
+  t.same(found.map(({ request }) => eventNames(request)), [http, http, grpc, grpc], 'InferRequest: the face\'s instants, as Triton\'s front ends add them')
+  for (const { request, model } of found) {
+    const [received, , , , sent] = request.events.map(({ time }) => ns(time))
+    t.same([ns(request.startTime), ns(request.endTime)], [received, sent], 'InferRequest: from its arrival until it was sent')
+    t.ok(received <= ns(model.startTime) && ns(model.endTime) <= sent)
+  }
 })
 
 t.test('without the client\'s trace context: rate and count honoured; the level OFF traces nothing, even a client\'s', async (t) => {
@@ -233,7 +221,9 @@ t.test('a host with @fastify/otel: the spans under its route\'s, in the client\'
     fetch(`${url}/v2/models/echo/infer`, { method: 'POST', headers, body: JSON.stringify({ inputs: [{ ...input, data: [1, 2] }] }) })
 
   t.equal((await infer({ traceparent: TRACEPARENT })).status, 200)
-  const spans = await sdk.spans()
+  // The host's route spans end as their responses are sent, as the package's request spans do.
+  const routesEnded = (count: number) => (spans: ReadableSpan[]) => requestsEnded(1)(spans) && named(spans, 'request').length >= count
+  const spans = await sdk.spans(routesEnded(1))
   const [request] = named(spans, 'InferRequest')
   const parent = spans.find((span) => span.spanContext().spanId === parentOf(request)) as ReadableSpan
   t.equal(parent.instrumentationScope.name, '@fastify/otel', 'under a span of the host\'s route')
@@ -247,7 +237,7 @@ t.test('a host with @fastify/otel: the spans under its route\'s, in the client\'
   t.equal(named(await sdk.spans(), 'InferRequest').length, 0, 'no client\'s context: the rate decides (not reached)')
   table.updateTraceSettings(undefined, { rate: 1 })
   t.equal((await infer({})).status, 200)
-  const own = await sdk.spans()
+  const own = await sdk.spans(routesEnded(2))
   const [alone] = named(own, 'InferRequest')
   const host = own.find((span) => span.spanContext().spanId === parentOf(alone))
   t.equal(host?.instrumentationScope.name, '@fastify/otel', 'no client\'s context: under the route\'s span')
@@ -336,8 +326,8 @@ t.test('an ensemble: its steps traced with it, under its span, as Triton nests t
   await t.rejects(localInfer(registry, table, undefined, -1, 'pair'), { message: 'the model failed' })
   const failed = await sdk.spans()
   t.same(failed.map(({ name, status }) => [name, status.code]).sort(), [
-    ['InferRequest', SpanStatusCode.ERROR], ['echo', SpanStatusCode.ERROR], ['pair', SpanStatusCode.ERROR]
-  ], 'a step that fails: its span and its ensemble\'s carry the error')
+    ['InferRequest', SpanStatusCode.ERROR], ['compute', SpanStatusCode.UNSET], ['echo', SpanStatusCode.ERROR], ['pair', SpanStatusCode.ERROR]
+  ], 'a step that fails: its span and its ensemble\'s carry the error; its compute ended as it failed')
   t.equal(parentOf(named(failed, 'echo')[0]), named(failed, 'pair')[0].spanContext().spanId)
 })
 
@@ -350,15 +340,20 @@ t.test('a failed request: its spans end with the error recorded', async (t) => {
   const unread = await fetch(`${url}/v2/models/echo/infer`, { method: 'POST', body: JSON.stringify({ inputs: [{ ...input, datatype: 'FP32', data: [1, 2] }] }) })
   t.equal(unread.status, 400, 'its inputs could not be read')
 
-  const spans = await sdk.spans()
-  t.equal(spans.length, 6, 'InferRequest and the model\'s span each, no compute')
+  const spans = await sdk.spans(requestsEnded(3))
+  t.equal(spans.length, 8, 'InferRequest and the model\'s span each; compute for the two that reached their model')
+  t.equal(named(spans, 'compute').length, 2)
   const messages = named(spans, 'echo').map((span) => span.status)
   t.match(messages, [
     { code: SpanStatusCode.ERROR, message: 'the model failed' },
     { code: SpanStatusCode.ERROR, message: 'a text thrown' },
     { code: SpanStatusCode.ERROR, message: /unexpected datatype|FP32/ }
   ])
-  for (const span of named(spans, 'echo')) t.same(eventNames(span), ['REQUEST_START', 'exception', 'REQUEST_END'])
+  t.same(named(spans, 'echo').map(eventNames), [
+    ['REQUEST_START', 'QUEUE_START', 'exception', 'REQUEST_END'],
+    ['REQUEST_START', 'QUEUE_START', 'exception', 'REQUEST_END'],
+    ['REQUEST_START', 'exception', 'REQUEST_END']
+  ], 'the instants each reached')
   t.same(named(spans, 'InferRequest').map((span) => span.status.code), [SpanStatusCode.ERROR, SpanStatusCode.ERROR, SpanStatusCode.ERROR])
 })
 

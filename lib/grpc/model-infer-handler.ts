@@ -10,6 +10,7 @@ import type { SystemSharedMemoryRegistry } from '../../types'
 import type { InferLimits } from '../../types/kserve'
 import type { ModelInferRequest, ModelInferResponse } from '../../types/grpc'
 import type { InferRequest } from '../kserve/infer-request'
+import { FaceTrace } from '../models/face-trace'
 import type { ModelTable } from '../models/model-table'
 import { onCallEnd } from './call-tracker'
 import { modelInferResponse, readModelInferRequest } from './model-infer'
@@ -36,6 +37,8 @@ export function modelInferHandler ({ registry, models, limits, log }: ModelInfer
     // grpc-js, is no longer counted.
     const tracked = onCallEnd(call, () => reservation.release())
     let infer: InferRequest | undefined
+    // The message is in: Triton's gRPC server has read it (GRPC_WAITREAD_START to _END).
+    const trace = new FaceTrace('grpc')
     try {
       const { model_name: name, model_version: version } = call.request
       const response = await models.infer(name, version === '' ? undefined : version, {
@@ -43,14 +46,19 @@ export function modelInferHandler ({ registry, models, limits, log }: ModelInfer
           (infer = readModelInferRequest(call, { registry, model: signature, modelVersion, limits, reservation, outputCopies: OUTPUT_COPIES })),
         respond: modelInferResponse,
         transport: 'grpc',
-        traceCarrier: () => call.metadata.getMap()
+        traceCarrier: () => call.metadata.getMap(),
+        traced: (taken) => trace.take(taken)
       })
+      trace.sending(true)
       callback(null, response)
     } catch (error) {
       infer?.release()
+      trace.sending(false)
       callback(toServiceError(error, log))
     } finally {
       if (!tracked) reservation.release()
+      // Sent once the call is over; a host's own server does not tell: once grpc-js has it.
+      if (trace.traced && !onCallEnd(call, () => trace.sent())) trace.sent()
     }
   }
 }

@@ -23,6 +23,7 @@ import type { InferParameters, ModelInferRequest, ModelInferResponse, ModelStrea
 import * as errors from '../errors'
 import type { InFlightReservation } from '../../types/kserve'
 import type { InferRequest } from '../kserve/infer-request'
+import { FaceTrace } from '../models/face-trace'
 import type { StreamCall } from '../models/model-table'
 import { modelInferRequest } from './model-infer'
 import { type ModelInferHandlerOptions, OUTPUT_COPIES } from './model-infer-handler'
@@ -252,7 +253,10 @@ class InferStream {
     const slot = decoupled ? undefined : this.#reserve(reservation)
     let infer: InferRequest | undefined
     let ran = false
+    // The message is in: Triton's gRPC server has read it (GRPC_WAITREAD_START to _END).
+    const trace = new FaceTrace('grpc')
     const call: StreamCall<ModelInferResponse> = {
+      traced: (taken) => trace.take(taken),
       read: (signature, modelVersion) => {
         infer = modelInferRequest(request,
           { registry, model: signature, modelVersion, limits, sequence: parameters.sequence, reservation, outputCopies: OUTPUT_COPIES })
@@ -284,14 +288,18 @@ class InferStream {
     }
     const version = request.model_version === '' ? undefined : request.model_version
     models.stream(request.model_name, version, call).then(() => {
+      trace.sending(true)
       if (slot !== undefined) this.#flushOrdered()
       else this.#answered()
     }, (error: unknown) => {
+      trace.sending(false)
       // A stream that ended (cancelled, or closed by a failure) answers nothing more.
       if (this.#ended) return
       if (slot !== undefined) return this.#failOrdered(slot, request, error, ran)
       this.#fail(request, error, ran, (message) => this.#write(message).then(() => this.#answered()))
     }).finally(() => {
+      // Its last response handed to grpc-js (a decoupled model's, written).
+      trace.sent()
       // A decoupled model's responses are all written (or dropped) by now.
       if (decoupled) reservation.release()
       if (infer === undefined) return

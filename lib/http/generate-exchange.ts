@@ -12,10 +12,12 @@ import { generateRequestWire } from '../kserve/generate-request'
 import { InferRequest, type ReadInferRequestOptions } from '../kserve/infer-request'
 import { DEFAULT_INFER_LIMITS } from '../kserve/infer-limits'
 import { NO_SEQUENCE } from '../kserve/sequence-flags'
+import type { FaceTrace } from '../models/face-trace'
 import type { ModelTable, StreamCall } from '../models/model-table'
 import { EventStream } from './event-stream'
 import { InferBody } from './infer-body'
 import { dropWhenStalled, reservationFor, tiedToReply } from './infer-exchange'
+import { httpTrace, traceReply } from './traced-reply'
 
 export type GenerateRequest = FastifyRequest<{ Params: { model: string, version?: string } }>
 
@@ -43,10 +45,11 @@ function readGenerateRequest (request: GenerateRequest, reply: FastifyReply, opt
 }
 
 /** The call a generate request makes on the model table; `admitted` is set once it may run. */
-function generateCall (request: GenerateRequest, reply: FastifyReply, options: GenerateOptions,
+function generateCall (request: GenerateRequest, reply: FastifyReply, options: GenerateOptions, trace: FaceTrace,
   respond: StreamCall<string | undefined>['respond'], send: StreamCall<string | undefined>['send'], admitted: () => void): StreamCall<string | undefined> {
   const { beforeRun } = options
   return {
+    traced: (taken) => trace.take(taken),
     read: (model, modelVersion) => readGenerateRequest(request, reply, options, model, modelVersion),
     beforeRun: async (infer) => {
       await beforeRun?.(request, infer)
@@ -71,8 +74,15 @@ export async function generate (table: ModelTable, request: GenerateRequest, rep
     if (++responses === 1) first = infer.encodeGenerate()
     return undefined
   }
-  await table.stream(model, version, generateCall(request, reply, options, respond, async () => {}, () => {}))
-  if (responses !== 1) throw errors.generateResponseCount()
+  const trace = httpTrace(reply)
+  let responded = false
+  try {
+    await table.stream(model, version, generateCall(request, reply, options, trace, respond, async () => {}, () => {}))
+    if (responses !== 1) throw errors.generateResponseCount()
+    responded = true
+  } finally {
+    traceReply(trace, responded, reply)
+  }
   dropWhenStalled(reply, sendTimeoutOf(options))
   // Bytes: sent with no charset, as Triton's `application/json`.
   reply.type('application/json')
@@ -92,11 +102,16 @@ export async function generateStream (table: ModelTable, request: GenerateReques
     if (json !== undefined) await events.write(json)
     if (final) events.end()
   }
+  const trace = httpTrace(reply)
+  let responded = false
   try {
-    await table.stream(model, version, generateCall(request, reply, options, (infer) => infer.encodeGenerate(), send, () => { running = true }))
+    await table.stream(model, version, generateCall(request, reply, options, trace, (infer) => infer.encodeGenerate(), send, () => { running = true }))
+    responded = true
   } catch (error) {
     if (!running && !events.started) throw error
     events.fail(error)
+  } finally {
+    traceReply(trace, responded, reply)
   }
   return reply
 }

@@ -21,6 +21,7 @@ import { checkModelsOptions, type KServeModelsOptions, MODELS_PLUGIN } from './m
 import { repositoryRoutes } from './repository-routes'
 import { restrictedHook } from './restricted-hook'
 import { traceRoutes } from './trace-routes'
+import { httpTrace, traceReply } from './traced-reply'
 
 type ModelRequest = FastifyRequest<{ Params: { model: string, version?: string } }>
 type ModelHandler = (request: ModelRequest, reply: FastifyReply) => Promise<unknown>
@@ -65,12 +66,21 @@ async function models (app: FastifyInstance, options: KServeModelsOptions) {
 
   const infer = async (request: ModelRequest, reply: FastifyReply) => {
     const { model, version } = request.params
-    return table.infer(model, version, {
-      read: (signature, modelVersion) => readInferRequest(request, reply, { registry, model: signature, modelVersion, limits }),
-      ...(beforeRun !== undefined && { beforeRun: (inferRequest) => beforeRun(request, inferRequest) }),
-      respond: (inferRequest) => inferResponse(inferRequest, reply),
-      traceCarrier: () => request.headers
-    })
+    const trace = httpTrace(reply)
+    let responded = false
+    try {
+      const response = await table.infer(model, version, {
+        read: (signature, modelVersion) => readInferRequest(request, reply, { registry, model: signature, modelVersion, limits }),
+        ...(beforeRun !== undefined && { beforeRun: (inferRequest) => beforeRun(request, inferRequest) }),
+        respond: (inferRequest) => inferResponse(inferRequest, reply),
+        traceCarrier: () => request.headers,
+        traced: (taken) => trace.take(taken)
+      })
+      responded = true
+      return response
+    } finally {
+      traceReply(trace, responded, reply)
+    }
   }
   const generateOptions: GenerateOptions = { registry, limits, maxInputBytes: jsonLimit ?? DEFAULT_JSON_LIMIT, ...(beforeRun !== undefined && { beforeRun }) }
   const generateRoute = (url: string, of: ModelRoute, handler: ModelHandler) =>

@@ -29,6 +29,7 @@ import { type SequenceDirectory, SequenceBatcher, type SequenceTurn } from './se
 import { type FailureReason, InferenceStatistics, type StatisticsTotals } from './statistics'
 import { checkTableOptions, type ModelTableOptions } from './table-options'
 import type { TraceChange, TraceValues } from './trace-settings'
+import type { RequestTrace } from './request-trace'
 import { Tracer } from './tracer'
 
 export type { ModelTableOptions }
@@ -64,9 +65,13 @@ export interface InferCall<Result> {
   /** The request's headers (gRPC: metadata as a map), where its client's W3C trace context is
    * read in the `opentelemetry` trace mode; asked only while that mode may trace. */
   traceCarrier?: () => Readonly<Record<string, unknown>>
-  /** A step of an ensemble: the ensemble's request (in the `opentelemetry` trace mode the step is
-   * traced with it, under its span). */
-  ensemble?: InferRequest
+  /** Told of the trace of a sampled request as it starts, before the table adds to it: the face
+   * adds its own instants (Triton's HTTP or gRPC server's), holds it (`trace.hold()`), and ends
+   * it once it has answered. */
+  traced?(trace: RequestTrace): void
+  /** An ensemble step's: the trace of its ensemble's request (null: not traced). A step is traced
+   * with its ensemble's request, never on its own (Triton's `parent_id`). */
+  ensembleTrace?: RequestTrace | null
 }
 
 /**
@@ -195,13 +200,13 @@ export class ModelTable {
       const model = await this.#serving(step.model, step.version)
       let request: InferRequest | undefined
       const call: StreamCall<Tensor[]> = {
+        ensembleTrace: this.#tracer.traceOf(infer) ?? null,
         read: (signature, version) => {
           request = infer.forModel(signature, version, inputs, Object.keys(step.outputMap))
           return request
         },
         respond: (read) => read.storedOutputs,
-        send: async (outputs) => { if (outputs !== undefined) await answer(outputs) },
-        ensemble: infer
+        send: async (outputs) => { if (outputs !== undefined) await answer(outputs) }
       }
       try {
         if (model.declaration.decoupled === true) await this.#run(model, call, call)
@@ -449,7 +454,7 @@ export class ModelTable {
   async #run<Result> (model: ModelVersion, call: InferCall<Result>, stream?: StreamCall<Result>, here = false): Promise<Result | undefined> {
     const start = performance.now()
     const { statistics } = model
-    const trace = this.#tracer.sample(model.declaration.name, call.traceCarrier, call.ensemble)
+    const trace = this.#startTrace(model, call, here)
     model.inFlight++
     statistics.started()
     let infer: InferRequest | undefined
@@ -459,10 +464,15 @@ export class ModelTable {
     let running = false
     let forwarded = false
     let result: Result | undefined
+    let read: number | undefined
+    let runStart: number | undefined
+    let ran: number | undefined
+    let end: number | undefined
+    let failure: { error: unknown } | undefined
     try {
       infer = call.read(model.signature, model.version)
-      const read = performance.now()
-      if (trace !== undefined) this.#tracer.enclose(trace, infer)
+      read = performance.now()
+      if (trace !== undefined && model.declaration.platform === 'ensemble') this.#tracer.follow(infer, trace)
       // At once, so a stream's requests of one sequence are queued in the order they were read.
       const place = model.sequences?.route(infer, batchSizeOf(model, infer), here)
       if (place?.owner !== undefined) {
@@ -487,7 +497,7 @@ export class ModelTable {
           return stream.send(call.respond(sending), final)
         })
       }
-      const runStart = performance.now()
+      runStart = performance.now()
       pending = false
       running = true
       statistics.running()
@@ -497,20 +507,24 @@ export class ModelTable {
       } finally {
         finalSent = infer.endResponses()
       }
-      const ran = performance.now()
+      ran = performance.now()
       running = false
       if (stream === undefined) result = call.respond(infer)
       else if (!finalSent) await stream.send(undefined, true)
-      const end = performance.now()
+      end = performance.now()
       // A model that is not decoupled answers once, now.
       if (model.declaration.decoupled !== true) firstResponse = end
       statistics.succeeded({ start, read, runStart, ran, end, firstResponse }, batchSizeOf(model, infer))
-      if (trace !== undefined) this.#tracer.record(trace, model.declaration.name, model.version, { start, read, runStart, ran, end }, infer.id)
     } catch (error) {
       if (!forwarded || ranNowhere(error)) statistics.failed(start, failureReason(error, infer?.signal, running), pending)
-      if (trace !== undefined) this.#tracer.fail(trace, model.declaration.name, model.version, infer?.id, start, error)
+      failure = { error }
       throw error
     } finally {
+      // Triton writes the trace of a failed request too, with the instants it reached.
+      if (trace !== undefined) {
+        this.#tracer.record(trace, { model: model.declaration.name, version: model.version, requestId: infer?.id },
+          { start, read, runStart, ran, end: end ?? performance.now() }, model.declaration.platform === 'ensemble', failure)
+      }
       instance?.()
       turn?.done()
       if (--model.inFlight === 0 && model.drained !== undefined) {
@@ -520,6 +534,17 @@ export class ModelTable {
       }
     }
     return result
+  }
+
+  /** The trace of a request now reaching `model`, if it is traced: sampled by its settings, or
+   * an ensemble step's, with its ensemble's request. One handed over by another process is traced
+   * there. The face is told of it first. */
+  #startTrace (model: ModelVersion, call: InferCall<unknown>, here: boolean): RequestTrace | undefined {
+    const parent = call.ensembleTrace
+    if (here || parent === null) return undefined
+    const trace = parent === undefined ? this.#tracer.start(model.declaration.name, call.traceCarrier) : this.#tracer.startStep(parent)
+    if (trace !== undefined) call.traced?.(trace)
+    return trace
   }
 
   /** Runs a request in the process that owns its sequence, and answers what it sends back. */

@@ -144,14 +144,20 @@ export class TraceSampler {
     this.forcible = values.mode === 'opentelemetry' && values.level.length > 0
   }
 
+  /** The requests it counted: those that reached it while it could trace them. */
+  get seen (): number {
+    return this.#seen
+  }
+
   /** Whether the request now reaching it is traced: one in `rate`, while traces remain, or
    * `forced` (as Triton's `SampleTrace`: a forced request still counts towards the rate, and takes
    * a trace of the count when it falls on the rate; a rate of 0 traces forced requests only). */
   sample (forced = false): boolean {
-    const onRate = this.values.rate !== 0 && ++this.#seen % this.values.rate === 0
-    const counted = onRate && this.remaining !== 0
-    if (counted && this.remaining > 0) this.remaining--
-    return counted || (forced && this.forcible)
+    const force = forced && this.forcible
+    if (this.values.rate === 0 || (this.remaining === 0 && !force)) return force
+    if (++this.#seen % this.values.rate !== 0 || this.remaining === 0) return force
+    if (this.remaining > 0) this.remaining--
+    return true
   }
 }
 
@@ -173,6 +179,7 @@ function parseState (text: string | undefined): TraceState {
 
 export class TraceSettings {
   readonly #start: TraceValues
+  readonly #letGo: ((samplers: TraceSampler[]) => void) | undefined
   #store: ModelStore
   /** The store's trace version applied here. */
   #seen: number
@@ -181,8 +188,10 @@ export class TraceSettings {
   /** Whether any setting traces: while none does, a request costs one check. */
   #tracing = false
 
-  constructor (store: ModelStore, options: TraceOptions = {}) {
+  /** `letGo` is told of the settings replaced by a change (Triton writes what they keep). */
+  constructor (store: ModelStore, options: TraceOptions = {}, letGo?: (samplers: TraceSampler[]) => void) {
     this.#start = { ...DEFAULT_TRACE_VALUES, ...options, level: parseTraceLevel(options.level ?? []) ?? [] }
+    this.#letGo = letGo
     this.#store = store
     this.#seen = Number.NaN
     this.#global = new TraceSampler(this.#start)
@@ -205,6 +214,7 @@ export class TraceSettings {
   }
 
   #use (state: TraceState): void {
+    this.#letGo?.([this.#global, ...this.#models.values()])
     const global = this.#valuesOf(state, undefined)
     this.#global = new TraceSampler(global)
     this.#models.clear()

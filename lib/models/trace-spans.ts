@@ -1,36 +1,16 @@
 /**
- * Triton's OpenTelemetry trace mode (`trace_mode: opentelemetry`): a sampled request's spans, made
- * through `@opentelemetry/api` alone (an optional peer dependency, loaded only in this mode). The
- * host's registered TracerProvider records and exports them; with none, the API's no-op drops
- * them. Named as Triton's tracer names them: `InferRequest`, under it the model's span (named after
- * the model, with Triton's `triton.*` attributes and its REQUEST_START, QUEUE_START and REQUEST_END
- * events), under that `compute` (COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START,
- * COMPUTE_END), each span of kind SERVER, from tracer `triton-server`.
+ * Triton's OpenTelemetry trace mode (`trace_mode: opentelemetry`): spans made through
+ * `@opentelemetry/api` alone (an optional peer dependency, loaded only in this mode), each of kind
+ * SERVER, from tracer `triton-server`, as Triton names them: a request's (request-spans.ts
+ * arranges them), and one per call of the shared memory API. The host's registered
+ * TracerProvider records and exports them; with none, the API's no-op drops them.
  */
 import type * as OpenTelemetry from '@opentelemetry/api'
 import type { OperationSpanOptions } from '../registry/operation-spans'
 import { optionalPeer } from '../util/optional-peer'
-import type { TraceSampler } from './trace-settings'
+import type { TracedRequest } from './request-trace'
 
 type Api = typeof OpenTelemetry
-
-/** A request's instants (`performance.now()`): the tracer's `RequestTimes`. */
-interface SpanTimes { start: number, read: number, runStart: number, ran: number, end: number }
-
-/** Instants (`performance.now()`) as wall-clock times, as OpenTelemetry reports them. */
-type WallClock = (instant: number) => OpenTelemetry.HrTime
-
-/** Instants of one request as wall-clock times, all through one offset taken now, as Triton takes
- * one per trace: its spans and events nest exactly (the SDK would take an offset of its own for
- * each span). */
-function wallClock (): WallClock {
-  const offset = Date.now() - performance.now()
-  return (instant) => {
-    const epochMs = offset + instant
-    const seconds = Math.floor(epochMs / 1000)
-    return [seconds, Math.min(Math.round((epochMs - seconds * 1000) * 1e6), 999_999_999)]
-  }
-}
 
 /** What carries a request's W3C trace context (`traceparent`, `tracestate`): its HTTP headers, or
  * its gRPC metadata as a map; read by the host's registered propagator. */
@@ -40,32 +20,6 @@ export type TraceCarrier = Readonly<Record<string, unknown>>
 export const TRACER_NAME = 'triton-server'
 
 const FEATURE = 'fastify-triton-shm: trace mode opentelemetry'
-
-/** Makes the spans of one request under `parent` (its InferRequest's, or its ensemble's model
- * span), `parentId` its parent's Triton trace id, timed through `at`. */
-type ModelSpans = (parent: OpenTelemetry.Context, parentId: number, at: WallClock) => void
-
-/** A sampled request in `opentelemetry` mode: its setting, and the parent of its spans; a step
- * of an ensemble, its ensemble's request. */
-export class RequestSpans {
-  readonly sampler: TraceSampler
-  readonly parent: OpenTelemetry.Context
-  /** The ensemble's request this one is a step of: its spans go under the ensemble's. */
-  readonly ensemble: RequestSpans | undefined
-  /** Its steps' spans (an ensemble's), made under its model span once it ends. */
-  readonly steps: ModelSpans[] = []
-
-  constructor (sampler: TraceSampler, parent: OpenTelemetry.Context, ensemble?: RequestSpans) {
-    this.sampler = sampler
-    this.parent = parent
-    this.ensemble = ensemble
-  }
-
-  /** A step of this (an ensemble's) request: traced with it, as Triton traces an ensemble's steps. */
-  step (): RequestSpans {
-    return new RequestSpans(this.sampler, this.parent, this)
-  }
-}
 
 /** Where a request's spans go: the client's trace, or the host's active one. */
 export interface SpanParent {
@@ -77,9 +31,6 @@ export interface SpanParent {
 export class TraceSpans {
   readonly #api: Api
   readonly #tracer: OpenTelemetry.Tracer
-  /** Triton's trace ids, counted from 1 (its `triton.trace_id`), as its spans are made. */
-  #lastId = 0
-
   /** Loads @opentelemetry/api (`load`: `require`, or a stand-in): throws
    * `ERR_SHM_MISSING_PEER_DEPENDENCY` naming it when it is not installed. */
   constructor (load?: (name: string) => unknown) {
@@ -105,63 +56,6 @@ export class TraceSpans {
     return { context: trace.setSpanContext(ROOT_CONTEXT, sent), sent: true }
   }
 
-  /** The spans of a request that succeeded, timed at `times`: its model's span with its events,
-   * and under it `compute`, or an ensemble's steps' spans (an ensemble computes nothing itself). */
-  record (trace: RequestSpans, model: string, version: string, requestId: string | undefined, times: SpanTimes): void {
-    this.#end(trace, times.start, times.end, undefined, (parent, parentId, at) => {
-      const [start, read, runStart, ran, end] = [times.start, times.read, times.runStart, times.ran, times.end].map(at)
-      const id = ++this.#lastId
-      const modelSpan = this.#modelSpan(parent, parentId, id, model, version, requestId, start)
-      modelSpan.addEvent('QUEUE_START', read)
-      const within = this.#api.trace.setSpan(parent, modelSpan)
-      if (!this.#steps(trace, within, id, at)) {
-        const compute = this.#start('compute', runStart, within)
-        compute.addEvent('COMPUTE_START', runStart)
-        compute.addEvent('COMPUTE_INPUT_END', runStart)
-        compute.addEvent('COMPUTE_OUTPUT_START', ran)
-        compute.addEvent('COMPUTE_END', end)
-        compute.end(end)
-      }
-      modelSpan.addEvent('REQUEST_END', end)
-      modelSpan.end(end)
-    })
-  }
-
-  /** The spans of a request that failed (`error`), from `startedAt` to now, with the error recorded. */
-  fail (trace: RequestSpans, model: string, version: string, requestId: string | undefined, startedAt: number, error: unknown): void {
-    const failedAt = performance.now()
-    this.#end(trace, startedAt, failedAt, { error }, (parent, parentId, at) => {
-      const [start, now] = [at(startedAt), at(failedAt)]
-      const id = ++this.#lastId
-      const modelSpan = this.#modelSpan(parent, parentId, id, model, version, requestId, start)
-      this.#steps(trace, this.#api.trace.setSpan(parent, modelSpan), id, at)
-      this.#failed(modelSpan, error, now)
-      modelSpan.addEvent('REQUEST_END', now)
-      modelSpan.end(now)
-    })
-  }
-
-  /** Ends a request: a step's spans wait for its ensemble's model span; a request's go under its
-   * InferRequest span, from `start` to `end`, failed with `failure`'s error if given. */
-  #end (trace: RequestSpans, start: number, end: number, failure: { error: unknown } | undefined, spans: ModelSpans): void {
-    if (trace.ensemble !== undefined) {
-      trace.ensemble.steps.push(spans)
-      return
-    }
-    const at = wallClock()
-    const request = this.#start('InferRequest', at(start), trace.parent)
-    spans(this.#api.trace.setSpan(trace.parent, request), 0, at)
-    if (failure !== undefined) this.#failed(request, failure.error, at(end))
-    request.end(at(end))
-  }
-
-  /** Makes the spans of an ensemble's steps under its model span (`within`); false for a request
-   * that had none. */
-  #steps (trace: RequestSpans, within: OpenTelemetry.Context, id: number, at: WallClock): boolean {
-    for (const spans of trace.steps) spans(within, id, at)
-    return trace.steps.length > 0
-  }
-
   /** A span of one call of the shared memory API, under the trace its client sent, or the active
    * one: `end` ends it, with the error that refused the call. */
   operation ({ name, region, carrier }: OperationSpanOptions): (error?: unknown) => void {
@@ -170,7 +64,7 @@ export class TraceSpans {
       ...(region !== undefined && { attributes: { 'triton.region_name': region } })
     }, this.parentOf(carrier).context)
     return (error) => {
-      if (error !== undefined) this.#failed(span, error)
+      if (error !== undefined) this.failed(span, error)
       span.end()
     }
   }
@@ -186,12 +80,19 @@ export class TraceSpans {
     }
   }
 
-  #start (name: string, at: OpenTelemetry.HrTime, parent: OpenTelemetry.Context): OpenTelemetry.Span {
+  /** Starts a span named `name` at `at` under `parent`. */
+  start (name: string, at: OpenTelemetry.HrTime, parent: OpenTelemetry.Context): OpenTelemetry.Span {
     return this.#tracer.startSpan(name, { kind: this.#api.SpanKind.SERVER, startTime: at }, parent)
   }
 
-  /** The model's span under `parent`, with Triton's attributes and its REQUEST_START. */
-  #modelSpan (parent: OpenTelemetry.Context, parentId: number, id: number, model: string, version: string, requestId: string | undefined,
+  /** `parent` with `span` as its span: the parent of `span`'s children. */
+  within (parent: OpenTelemetry.Context, span: OpenTelemetry.Span): OpenTelemetry.Context {
+    return this.#api.trace.setSpan(parent, span)
+  }
+
+  /** The model's span of request `id` under `parent` (`parentId`: its ensemble's Triton id, or 0),
+   * with Triton's attributes and its REQUEST_START. */
+  modelSpan (parent: OpenTelemetry.Context, { model, version, requestId }: TracedRequest, id: number, parentId: number,
     start: OpenTelemetry.HrTime): OpenTelemetry.Span {
     const span = this.#tracer.startSpan(model, {
       kind: this.#api.SpanKind.SERVER,
@@ -210,7 +111,7 @@ export class TraceSpans {
   }
 
   /** Records `error` on `span` (a model may throw anything: what is no Error, as its text). */
-  #failed (span: OpenTelemetry.Span, error: unknown, at?: OpenTelemetry.HrTime): void {
+  failed (span: OpenTelemetry.Span, error: unknown, at?: OpenTelemetry.HrTime): void {
     const message = error instanceof Error ? error.message : String(error)
     span.recordException(error instanceof Error ? error : message, at)
     span.setStatus({ code: this.#api.SpanStatusCode.ERROR, message })
