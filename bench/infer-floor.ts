@@ -4,9 +4,10 @@
  * what each step of the path adds. A ladder of routes (bench/server.ts's floorRoutes), each one
  * step more than the last, all answering the model table's answer: the bare route (Fastify's JSON
  * parser), the package's body parser, `readInferRequest` (checks, regions found and leased), the
- * model run and the answer built (the hand-written route), and the model table's route (version,
- * statistics, admission). `simple` in JavaScript (`simple_js`), INT32 [1, 16], inputs and outputs
- * in shared memory. Rungs run in alternating rounds, the order turned each round; the figure is
+ * model run and the answer built (the hand-written route), the model table's route (version,
+ * statistics, admission), and that route with every request traced to a trace file (Triton's
+ * trace settings at rate 1: `traceCostRatio`). `simple` in JavaScript (`simple_js`), INT32
+ * [1, 16], inputs and outputs in shared memory. Rungs run in alternating rounds, the order turned each round; the figure is
  * the server's CPU time per request, which does not depend on the load generator.
  *
  * Alone: `npx tsx bench/infer-floor.ts [--quick] [--cpu-prof]` (profiles to bench/results/profiles/).
@@ -24,7 +25,7 @@ const TENSOR_BYTES = 64
 
 export interface InferFloorPlan { rounds: number, secondsPerRun: number, connections: number }
 
-export const FLOOR_STEPS = ['bare', 'body', 'read', 'hand', 'table'] as const
+export const FLOOR_STEPS = ['bare', 'body', 'read', 'hand', 'table', 'traced'] as const
 export type FloorStep = typeof FLOOR_STEPS[number]
 
 export const FLOOR_STEP_LABELS: Record<FloorStep, string> = {
@@ -32,7 +33,8 @@ export const FLOOR_STEP_LABELS: Record<FloorStep, string> = {
   body: '+ the package\'s infer body parser',
   read: '+ readInferRequest: checks, regions found and leased',
   hand: '+ the model run, outputs written, the answer built',
-  table: '+ the model table: version, statistics, admission'
+  table: '+ the model table: version, statistics, admission',
+  traced: '+ every request traced to a trace file (rate 1)'
 }
 
 export interface InferFloorResult {
@@ -45,10 +47,12 @@ export interface InferFloorResult {
   steps: Record<FloorStep, { cpuMicrosPerRequest: number, requestsPerSecond: number }>
   /** The table's CPU per request / the bare route's. */
   cpuRatio: number
+  /** The table's CPU per request with every request traced to a file / with tracing off. */
+  traceCostRatio: number
 }
 
 const pathOf = (step: FloorStep) => {
-  if (step === 'table') return `/v2/models/${FLOOR_MODEL}/infer`
+  if (step === 'table' || step === 'traced') return `/v2/models/${FLOOR_MODEL}/infer`
   return (step === 'hand' ? HAND_INFER_ROUTE : floorRoute(step)).replace(':model', FLOOR_MODEL)
 }
 
@@ -64,9 +68,16 @@ export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPl
   }
   const body = JSON.stringify(request)
   const headers = { 'content-type': 'application/json' }
-  const post = async (path: string) => {
-    const response = await fetch(server.url + path, { method: 'POST', headers, body })
+  const post = async (path: string, sent = body) => {
+    const response = await fetch(server.url + path, { method: 'POST', headers, body: sent })
     return `${response.status} ${await response.text()}`
+  }
+  // The traced rung: the table's route with Triton's trace settings at level TIMESTAMPS, rate 1,
+  // into the file the server started with; every other rung runs with tracing off.
+  const tracing = async (on: boolean) => {
+    const settings = on ? { trace_level: ['TIMESTAMPS'], trace_rate: '1', trace_count: '-1' } : { trace_level: ['OFF'] }
+    const answered = await post('/v2/trace/setting', JSON.stringify(settings))
+    if (!answered.startsWith('200 ')) throw new Error(`the trace settings answer ${answered}`)
   }
   try {
     await client.registerSystemSharedMemory('bench_floor_in', input.key, input.byteSize)
@@ -80,9 +91,11 @@ export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPl
       if (answered !== answer) throw new Error(`${step} answers ${answered}, not the table's ${answer}`)
     }
     const run = async (step: FloorStep, seconds: number) => {
+      if (step === 'traced') await tracing(true)
       const before = await server.stats()
       const load = await runLoad({ url: server.url, requests: [{ method: 'POST', path: pathOf(step), headers, body }], connections: plan.connections, durationSeconds: seconds })
       const after = await server.stats()
+      if (step === 'traced') await tracing(false)
       return { requests: load.completed, seconds: load.seconds, cpuMicros: after.cpuMicros - before.cpuMicros }
     }
     progress(`infer floor: warming up ${FLOOR_STEPS.length} routes (${plan.connections} connections)`)
@@ -110,7 +123,8 @@ export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPl
       rounds: plan.rounds,
       secondsPerRun: plan.secondsPerRun,
       steps,
-      cpuRatio: steps.table.cpuMicrosPerRequest / steps.bare.cpuMicrosPerRequest
+      cpuRatio: steps.table.cpuMicrosPerRequest / steps.bare.cpuMicrosPerRequest,
+      traceCostRatio: steps.traced.cpuMicrosPerRequest / steps.table.cpuMicrosPerRequest
     }
   } finally {
     await client.unregisterSystemSharedMemory().catch(() => {})
@@ -129,6 +143,7 @@ export function inferFloorTable (result: InferFloorResult): string {
       index === 0 ? '' : `${num(steps[step].cpuMicrosPerRequest - steps[FLOOR_STEPS[index - 1]].cpuMicrosPerRequest)} µs`,
       ratio(steps[step].cpuMicrosPerRequest / bare), num(steps[step].requestsPerSecond)]),
     [`inferFloorCpuRatio (server CPU per request, the table's route / the bare route): ${ratio(result.cpuRatio)}`,
+      `traceCostRatio (the table's route, every request traced to a trace file / tracing off): ${ratio(result.traceCostRatio)}`,
       `A ${result.requestBytes}-byte JSON request, a ${result.answerBytes}-byte answer; ${result.rounds} rounds of ${result.secondsPerRun} s per route, the order turned each round.`])
 }
 
@@ -137,6 +152,6 @@ if (require.main === module) {
     const plan: InferFloorPlan = quick ? { rounds: 2, secondsPerRun: 1.5, connections: 4 } : { rounds: 5, secondsPerRun: 3, connections: 4 }
     const result = await inferFloorSuite(server, plan)
     process.stdout.write(inferFloorTable(result) + '\n')
-    process.stdout.write(JSON.stringify({ inferFloorCpuRatio: result.cpuRatio }) + '\n')
+    process.stdout.write(JSON.stringify({ inferFloorCpuRatio: result.cpuRatio, traceCostRatio: result.traceCostRatio }) + '\n')
   })
 }

@@ -46,6 +46,8 @@ export class ServerProcess {
         ...process.env,
         NODE_ENV: 'production',
         BENCH_SOCKET_DIR: socketDirectory,
+        // Where its traces go when a suite turns tracing on (each worker's beside it, `.pid<pid>`).
+        BENCH_TRACE_FILE: path.join(socketDirectory, 'traces.json'),
         ...(options.sharedRegistryPath === undefined ? {} : { BENCH_SHARED_REGISTRY_PATH: options.sharedRegistryPath }),
         ...(options.processStatistics === true && { BENCH_PROCESS_STATISTICS: '1' }),
         ...(options.workers !== undefined && { BENCH_WORKERS: String(options.workers) })

@@ -7,6 +7,7 @@
  *        bare route, then each step of the package's infer path added to it,
  * and KServe over gRPC on a port of its own. With BENCH_SOCKET_DIR set, HTTP and gRPC are served
  * on Unix sockets there too (http.sock, grpc.sock), as the example serves HTTP_SOCKET and GRPC_SOCKET.
+ * With BENCH_TRACE_FILE set, that is its trace file (tracing off until a suite turns it on).
  * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path;
  * with BENCH_PROCESS_STATISTICS=1 too, its model table counts statistics in this process only.
  * With BENCH_WORKERS=N (N > 1) it runs as the example does with WORKERS=N (example/cluster.ts): a
@@ -102,7 +103,9 @@ async function main () {
     grpcPort: 0,
     ...(socketDirectory !== undefined && { grpcSocket: path.join(socketDirectory, 'grpc.sock') }),
     sharedRegistry: storePath === undefined ? undefined : { path: storePath },
-    processStatistics: process.env.BENCH_PROCESS_STATISTICS === '1'
+    processStatistics: process.env.BENCH_PROCESS_STATISTICS === '1',
+    // Tracing off (Triton's default level) until a suite turns it on.
+    ...(process.env.BENCH_TRACE_FILE !== undefined && { trace: { file: process.env.BENCH_TRACE_FILE } })
   })
   let barePayload = Buffer.from('[]')
   // The baseline: no hooks, no schema, no serializer; the bytes are fixed by the parent (a Buffer,

@@ -93,9 +93,11 @@ function local (t: Test, options: ModelTableOptions, declarations = [echo]) {
   return { table, registry, infer: inferOf(registry, table) }
 }
 
-async function served (t: Test, table: ModelTable) {
+/** `sending`: told as each answer is handed to Fastify (its onSend hook). */
+async function served (t: Test, table: ModelTable, sending?: () => void) {
   const app = Fastify()
   t.teardown(() => app.close())
+  if (sending !== undefined) app.addHook('onSend', async () => { sending() })
   await app.register(fastifyTritonShm, { grpc: { port: 0, models: table } })
   await app.register(kserveModels, { models: table })
   const url = await app.listen({ host: '127.0.0.1', port: 0 })
@@ -156,6 +158,39 @@ t.test('a failed request is written with the instants it reached; one refused be
     ['HTTP_RECV_START', 'HTTP_RECV_END', 'REQUEST_START', 'REQUEST_END', 'HTTP_SEND_START', 'HTTP_SEND_END'],
     ['GRPC_WAITREAD_START', 'GRPC_WAITREAD_END', 'REQUEST_START', 'QUEUE_START', 'COMPUTE_START', 'COMPUTE_INPUT_END', 'COMPUTE_END', 'REQUEST_END', 'GRPC_SEND_START', 'GRPC_SEND_END']
   ], 'no response: no INFER_RESPONSE_COMPLETE')
+})
+
+t.test('a client that went away before its answer: its trace still ends, once the handler has answered', async (t) => {
+  const file = path.join(directory(t), 'gone.json')
+  let running = () => {}
+  const ran = new Promise<void>((resolve) => { running = resolve })
+  // Runs until the server sees its client go away (the request is abandoned then).
+  const waiting: ModelDeclaration = {
+    ...echo,
+    name: 'waiting',
+    versions: ['1'],
+    run: (infer) => new Promise((resolve) => {
+      infer.signal.addEventListener('abort', () => resolve(runEcho(infer)), { once: true })
+      running()
+    })
+  }
+  const table = new ModelTable([waiting], traceOptions(file))
+  let answered = () => {}
+  const handled = new Promise<void>((resolve) => { answered = resolve })
+  const { app, url } = await served(t, table, () => answered())
+  const client = new AbortController()
+  const answer = fetch(`${url}/v2/models/waiting/infer`, {
+    method: 'POST', signal: client.signal, body: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1], data: [1] }] })
+  })
+  await ran
+  client.abort()
+  await t.rejects(answer)
+  // Its handler is over (its trace's part too) once Fastify is handed its answer.
+  await handled
+  await app.close()
+  const [trace] = tracesIn(file)
+  t.same(trace.names.slice(0, 2), ['HTTP_RECV_START', 'HTTP_RECV_END'])
+  t.same(trace.names.slice(-4), ['REQUEST_END', 'INFER_RESPONSE_COMPLETE', 'HTTP_SEND_START', 'HTTP_SEND_END'], 'its face\'s part ended')
 })
 
 t.test('an ensemble\'s steps are traced with its request, each with its parent_id; never on their own', async (t) => {

@@ -3,7 +3,6 @@
  * when Fastify took the request in, read when its handler runs, sent once its reply is (or the
  * client went away).
  */
-import { finished } from 'node:stream'
 import type { FastifyReply } from 'fastify'
 import { FaceTrace } from '../models/face-trace'
 
@@ -17,6 +16,8 @@ export function httpTrace (reply: FastifyReply): FaceTrace {
 export function traceReply (trace: FaceTrace, responded: boolean, reply: FastifyReply): void {
   if (!trace.traced) return
   trace.sending(responded)
-  // Told even if the reply is over already (the client went away).
-  finished(reply.raw, () => trace.sent())
+  // A response emits `close` once it is sent, or its client went away; one closed already is destroyed.
+  const raw = reply.raw
+  if (raw.destroyed) trace.sent()
+  else raw.once('close', () => trace.sent())
 }

@@ -9,15 +9,17 @@ import type { RequestTrace, TracedRequest } from './request-trace'
 
 export class FileTrace implements RequestTrace {
   readonly id: number
-  readonly #objects: string[] = []
-  readonly #children: string[] = []
+  /** Its objects so far, joined as in Triton's file (each after a comma). */
+  #objects = ''
+  /** Its steps' traces (an ensemble's), once each has ended. */
+  #children = ''
   readonly #ns: (instant: number) => string
   readonly #written: (text: string) => void
   readonly #parentId: number | undefined
   /** The table and (once it takes it) the face, and each step still running. */
   #holders = 1
 
-  /** `ns`: an instant (`performance.now()`) in Triton's nanoseconds; `written`: takes the trace's
+  /** `ns`: an instant (`performance.now()`) in Triton's nanoseconds, as its text; `written`: takes the trace's
    * objects, joined as in Triton's file, once it has ended. */
   constructor (id: number, ns: (instant: number) => string, written: (text: string) => void, parentId?: number) {
     this.id = id
@@ -29,11 +31,11 @@ export class FileTrace implements RequestTrace {
   describe ({ model, version, requestId }: TracedRequest): void {
     const id = requestId === undefined || requestId === '' ? '' : `,"request_id":${JSON.stringify(requestId)}`
     const parent = this.#parentId === undefined ? '' : `,"parent_id":${this.#parentId}`
-    this.#objects.push(`{"id":${this.id},"model_name":${JSON.stringify(model)},"model_version":${version}${id}${parent}}`)
+    this.#objects += `,{"id":${this.id},"model_name":${JSON.stringify(model)},"model_version":${version}${id}${parent}}`
   }
 
   stamp (name: string, instant: number): void {
-    this.#objects.push(`{"id":${this.id},"timestamps":[{"name":"${name}","ns":${this.#ns(instant)}}]}`)
+    this.#objects += `,{"id":${this.id},"timestamps":[{"name":"${name}","ns":${this.#ns(instant)}}]}`
   }
 
   /** Triton's trace file has no errors: a failed request's trace has the instants it reached. */
@@ -44,13 +46,13 @@ export class FileTrace implements RequestTrace {
   }
 
   end (): void {
-    if (--this.#holders === 0) this.#written([...this.#objects, ...this.#children].join(','))
+    if (--this.#holders === 0) this.#written(this.#objects.slice(1) + this.#children)
   }
 
   child (id: number): FileTrace {
     this.hold()
     return new FileTrace(id, this.#ns, (text) => {
-      this.#children.push(text)
+      this.#children += ',' + text
       this.end()
     }, this.id)
   }
