@@ -122,6 +122,7 @@ const GOALS = {
   unixVsTcpThroughputHttp: { at: 'least', value: 1.1 },
   unixVsTcpThroughputGrpc: { at: 'least', value: 1.1 },
   inferFloorCpuRatio: { at: 'most', value: 1.3 },
+  traceCostRatio: { at: 'most', value: 1.15 },
   workersThroughputRatio: { at: 'least', value: 1.5 },
   forwardedSequenceCostRatio: { at: 'most', value: 2.5 }
 } as const
@@ -375,6 +376,7 @@ async function main () {
     unixVsTcpThroughputHttp: grpcStream.unixVsTcp.http,
     unixVsTcpThroughputGrpc: grpcStream.unixVsTcp.grpc,
     inferFloorCpuRatio: inferFloor.cpuRatio,
+    traceCostRatio: inferFloor.traceCostRatio,
     workersThroughputRatio: workers.throughputRatio,
     forwardedSequenceCostRatio: workers.sequence.costRatio
   }
@@ -411,6 +413,8 @@ async function main () {
     unixVsTcpThroughputGrpc: 'req/s, simple over shm, one lean ModelInfer client, one request at a time: over the server\'s Unix socket / over TCP',
     inferFloorCpuRatio: `server CPU per request, simple_js over shm, ${inferFloor.connections} connections: the model table's infer route / a bare Fastify route ` +
       'answering the same bytes (each step\'s cost in the infer floor table)',
+    traceCostRatio: `server CPU per request, simple_js over shm, ${inferFloor.connections} connections, the model table's infer route: every request traced to a trace file ` +
+      '(level TIMESTAMPS, rate 1) / tracing off',
     workersThroughputRatio: `req/s, add_sub_fp32 over shm at ${bytes(workers.tensorBytes)}, WORKERS=2 / one process, on ${host.cpus} cores with the load generator ` +
       `(${num(workers.generatorCpuMicrosPerRequest)} µs/req of CPU; the server ${num(workers.serverCpuMicrosPerRequest.one)})`,
     forwardedSequenceCostRatio: 'server CPU per request (both processes), a sequence request handed to its owner / served by it'
