@@ -17,7 +17,7 @@ import { modelInferHandler } from '../lib/grpc'
 import fastifyTritonShm, {
   InferRequest, kserveModels, type ModelDeclaration, ModelTable, type ModelTableOptions, Registry, type TraceOptions
 } from '../lib/index'
-import { TraceFile } from '../lib/models/trace-file'
+import { TRACE_WRITE_BYTES, TraceFile } from '../lib/models/trace-file'
 import type { InferRequestWire, ModelSignature } from '../types'
 import { grpcClient, startServer } from './helpers/grpc'
 import { storePath } from './helpers/registry-peer'
@@ -333,6 +333,23 @@ t.test('the array: traces that arrive during a write go into the next, waited fo
   t.equal(readFileSync(file, 'utf8'), '[{"id":4}]', 'started anew, as Triton starts a trace file')
 })
 
+t.test('the array: 64 KiB of traces waiting are written at once, not at the end of their delay', async (t) => {
+  const made = directory(t)
+  const pipe = path.join(made, 'pipe')
+  execFileSync('mkfifo', [pipe])
+  const big = `{"id":1,"text":"${'x'.repeat(TRACE_WRITE_BYTES)}"}`
+  // A reader of the array's first write; no trace waits an hour here, nor is any flushed.
+  const reader = spawn('head', ['-c', String(big.length + 1), pipe], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const exited = once(reader, 'close')
+  let read = ''
+  reader.stdout.on('data', (chunk: Buffer) => { read += chunk.toString() })
+  const traces = new TraceFile(pipe, undefined, 3_600_000)
+  t.teardown(() => traces.close())
+  traces.add(big)
+  await exited
+  t.equal(read, `[${big}`, '64 KiB waiting: written at once')
+})
+
 t.test('a file that cannot be written: logged, its traces dropped, started again by the next trace', async (t) => {
   const made = path.join(directory(t), 'later')
   const file = path.join(made, 'trace.json')
@@ -364,7 +381,8 @@ t.test('a file that cannot be written: logged, its traces dropped, started again
 
   const pipe = path.join(made, 'pipe')
   execFileSync('mkfifo', [pipe])
-  // A reader that takes the first write and goes: the array's end finds no reader.
+  // A reader that takes the first write (at its delay's end: nothing is flushed) and goes: the
+  // array's end finds no reader.
   const reader = spawn('head', ['-c', '9', pipe], { stdio: ['ignore', 'pipe', 'inherit'] })
   const exited = once(reader, 'close')
   let read = ''
