@@ -21,7 +21,7 @@ import type { ServerProcess } from './server-process'
 import { runAlone } from './alone'
 import { alternatingRounds, type CaseResult } from './alternating-rounds'
 import { httpClient, modelInferClient } from './lean-clients'
-import { makeObject, removeObject } from './shm-objects'
+import { jsonRegion, SIMPLE_TENSOR_BYTES, SimpleShm } from './simple-shm'
 
 export interface GrpcStreamPlan { rounds: number, secondsPerRun: number }
 
@@ -43,7 +43,6 @@ export interface GrpcStreamResult {
 }
 
 const MODEL = 'simple'
-const TENSOR_BYTES = 64
 
 /** One ModelStreamInfer stream, one request in flight at a time. */
 function streamSender (address: string, request: object): { send(): Promise<ModelStreamInferResponse>, close(): void } {
@@ -70,32 +69,17 @@ function streamSender (address: string, request: object): { send(): Promise<Mode
   }
 }
 
-const int32s = (bytes: Uint8Array, count: number) => Array.from(new Int32Array(bytes.buffer, bytes.byteOffset, count))
-
 export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPlan): Promise<GrpcStreamResult> {
-  const input = makeObject('stream_in', 2 * TENSOR_BYTES)
-  const output = makeObject('stream_out', 2 * TENSOR_BYTES)
-  const input0 = new Int32Array(input.bytes.buffer, input.bytes.byteOffset, 16)
-  const input1 = new Int32Array(input.bytes.buffer, input.bytes.byteOffset + TENSOR_BYTES, 16)
-  for (let index = 0; index < 16; index++) {
-    input0[index] = index
-    input1[index] = 1
-  }
+  const simple = new SimpleShm('stream')
   const unary = new GrpcKServeClient(server.grpcAddress)
-  const regions = { in: 'bench_stream_in', out: 'bench_stream_out' }
-  const jsonParameters = (region: string, offset: number) => ({ shared_memory_region: region, shared_memory_offset: offset, shared_memory_byte_size: TENSOR_BYTES })
   const grpcParameters = (region: string, offset: number) => ({
-    shared_memory_region: { string_param: region }, shared_memory_offset: { int64_param: offset }, shared_memory_byte_size: { int64_param: TENSOR_BYTES }
+    shared_memory_region: { string_param: region }, shared_memory_offset: { int64_param: offset }, shared_memory_byte_size: { int64_param: SIMPLE_TENSOR_BYTES }
   })
-  const wire = <P>(parameters: (region: string, offset: number) => P) => ({
-    inputs: [0, 1].map((index) => ({ name: `INPUT${index}`, datatype: 'INT32', shape: [1, 16], parameters: parameters(regions.in, index * TENSOR_BYTES) })),
-    outputs: [0, 1].map((index) => ({ name: `OUTPUT${index}`, parameters: parameters(regions.out, index * TENSOR_BYTES) }))
-  })
-  const grpcRequest = { model_name: MODEL, ...wire(grpcParameters) }
-  const http = httpClient({ address: server.url.replace('http://', '') }, `/v2/models/${MODEL}/infer`, wire(jsonParameters))
+  const grpcRequest = { model_name: MODEL, ...simple.wire(grpcParameters) }
+  const http = httpClient({ address: server.url.replace('http://', '') }, `/v2/models/${MODEL}/infer`, simple.wire(jsonRegion))
   const stream = streamSender(server.grpcAddress, grpcRequest)
   const raw = modelInferClient({ address: server.grpcAddress }, grpcRequest)
-  const httpUnix = httpClient({ socketPath: server.httpSocket }, `/v2/models/${MODEL}/infer`, wire(jsonParameters))
+  const httpUnix = httpClient({ socketPath: server.httpSocket }, `/v2/models/${MODEL}/infer`, simple.wire(jsonRegion))
   const rawUnix = modelInferClient({ socketPath: server.grpcSocket }, grpcRequest)
   const send: Record<Case, () => Promise<unknown>> = {
     http: () => http.send(),
@@ -105,18 +89,11 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
     httpUnix: () => httpUnix.send(),
     grpcUnaryUnix: () => rawUnix.send()
   }
-  const check = (what: Case) => {
-    const sum = int32s(output.bytes, 16)
-    const difference = int32s(output.bytes.subarray(TENSOR_BYTES), 16)
-    if (sum.some((value, index) => value !== index + 1) || difference.some((value, index) => value !== index - 1)) throw new Error(`${what}: wrong outputs`)
-    output.bytes.fill(0)
-  }
   try {
-    await unary.registerSystemSharedMemory(regions.in, input.key, input.byteSize)
-    await unary.registerSystemSharedMemory(regions.out, output.key, output.byteSize)
+    await simple.register(unary)
     for (const name of CASES) {
       await send[name]()
-      check(name)
+      if (!simple.answered()) throw new Error(`${name}: wrong outputs`)
     }
     const cases: Record<Case, GrpcStreamCaseResult> = await alternatingRounds(server, CASES, plan, async (name, deadline) => {
       let requests = 0
@@ -144,8 +121,7 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
     rawUnix.close()
     unary.close()
     http.close()
-    removeObject(input)
-    removeObject(output)
+    simple.dispose()
   }
 }
 

@@ -13,15 +13,12 @@
  * Alone: `npx tsx bench/infer-floor.ts [--quick] [--cpu-prof]` (profiles to bench/results/profiles/).
  */
 import { KServeClient } from '../lib/index'
-import type { InferRequestWire } from '../types'
 import { runAlone } from './alone'
 import { num, progress, ratio, table } from './format'
 import { runLoad } from './load'
 import type { ServerProcess } from './server-process'
 import { FLOOR_MODEL, floorRoute, HAND_INFER_ROUTE } from './server-protocol'
-import { makeObject, removeObject } from './shm-objects'
-
-const TENSOR_BYTES = 64
+import { jsonRegion, SimpleShm } from './simple-shm'
 
 export interface InferFloorPlan { rounds: number, secondsPerRun: number, connections: number }
 
@@ -58,15 +55,8 @@ const pathOf = (step: FloorStep) => {
 
 export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPlan): Promise<InferFloorResult> {
   const client = new KServeClient(server.url)
-  const input = makeObject('floor_in', 2 * TENSOR_BYTES)
-  const output = makeObject('floor_out', 2 * TENSOR_BYTES)
-  new Int32Array(input.bytes.buffer, input.bytes.byteOffset, 32).forEach((_, index, all) => { all[index] = index })
-  const parameters = (region: string, offset: number) => ({ shared_memory_region: region, shared_memory_offset: offset, shared_memory_byte_size: TENSOR_BYTES })
-  const request: InferRequestWire = {
-    inputs: [0, 1].map((index) => ({ name: `INPUT${index}`, datatype: 'INT32', shape: [1, 16], parameters: parameters('bench_floor_in', index * TENSOR_BYTES) })),
-    outputs: [0, 1].map((index) => ({ name: `OUTPUT${index}`, parameters: parameters('bench_floor_out', index * TENSOR_BYTES) }))
-  }
-  const body = JSON.stringify(request)
+  const simple = new SimpleShm('floor')
+  const body = JSON.stringify(simple.wire(jsonRegion))
   const headers = { 'content-type': 'application/json' }
   const post = async (path: string, sent = body) => {
     const response = await fetch(server.url + path, { method: 'POST', headers, body: sent })
@@ -80,11 +70,9 @@ export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPl
     if (!answered.startsWith('200 ')) throw new Error(`the trace settings answer ${answered}`)
   }
   try {
-    await client.registerSystemSharedMemory('bench_floor_in', input.key, input.byteSize)
-    await client.registerSystemSharedMemory('bench_floor_out', output.key, output.byteSize)
+    await simple.register(client)
     const answer = await post(pathOf('table'))
-    const sums = new Int32Array(output.bytes.buffer, output.bytes.byteOffset, 16)
-    if (!answer.startsWith('200 ') || sums.some((value, index) => value !== 2 * index + 16)) throw new Error(`the table answers ${answer}`)
+    if (!answer.startsWith('200 ') || !simple.answered()) throw new Error(`the table answers ${answer}`)
     await server.setBarePayload(answer.slice(4))
     for (const step of FLOOR_STEPS) {
       const answered = await post(pathOf(step))
@@ -128,8 +116,7 @@ export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPl
     }
   } finally {
     await client.unregisterSystemSharedMemory().catch(() => {})
-    removeObject(input)
-    removeObject(output)
+    simple.dispose()
   }
 }
 

@@ -19,15 +19,13 @@ import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { KServeClient } from '../lib/index'
-import type { InferRequestWire } from '../types'
 import { num, progress, ratio, table } from './format'
 import { runLoad } from './load'
 import { processTreeCpuMicros } from './process-tree-cpu'
 import { buildServer } from './server-build'
-import { makeObject, removeObject } from './shm-objects'
+import { jsonRegion, SimpleShm } from './simple-shm'
 
 const ROOT = path.join(__dirname, '..')
-const TENSOR_BYTES = 64
 const CONNECTIONS = 4
 const READY_TIMEOUT_MS = 60_000
 
@@ -78,20 +76,14 @@ async function start (label: string, root: string): Promise<Version> {
 async function measure (revision: string, rounds: number, secondsPerRun: number): Promise<void> {
   progress(`checking out ${revision} and building its addon and example server`)
   const versions = [await start('this checkout', ROOT), await start(revision, checkout(revision))]
-  const input = makeObject('versions_in', 2 * TENSOR_BYTES)
-  const output = makeObject('versions_out', 2 * TENSOR_BYTES)
-  new Int32Array(input.bytes.buffer, input.bytes.byteOffset, 32).forEach((_, index, all) => { all[index] = index })
-  const region = (name: string, offset: number) => ({ shared_memory_region: name, shared_memory_offset: offset, shared_memory_byte_size: TENSOR_BYTES })
-  const request: InferRequestWire = {
-    inputs: [0, 1].map((index) => ({ name: `INPUT${index}`, datatype: 'INT32', shape: [1, 16], parameters: region('versions_in', index * TENSOR_BYTES) })),
-    outputs: [0, 1].map((index) => ({ name: `OUTPUT${index}`, parameters: region('versions_out', index * TENSOR_BYTES) }))
-  }
-  const load = { method: 'POST' as const, path: '/v2/models/simple/infer', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request) }
+  const simple = new SimpleShm('versions')
+  const load = { method: 'POST' as const, path: '/v2/models/simple/infer', headers: { 'content-type': 'application/json' }, body: JSON.stringify(simple.wire(jsonRegion)) }
   try {
-    for (const { url } of versions) {
+    for (const { label, url } of versions) {
       const client = new KServeClient(url)
-      await client.registerSystemSharedMemory('versions_in', input.key, input.byteSize)
-      await client.registerSystemSharedMemory('versions_out', output.key, output.byteSize)
+      await simple.register(client)
+      await client.infer('simple', JSON.parse(load.body))
+      if (!simple.answered()) throw new Error(`${label}: wrong outputs`)
     }
     const run = async ({ server, url }: Version, seconds: number) => {
       const before = processTreeCpuMicros(server.pid as number)
@@ -116,8 +108,7 @@ async function measure (revision: string, rounds: number, secondsPerRun: number)
     process.stdout.write(JSON.stringify({ versionCpuRatio: perRequest[0] / perRequest[1] }) + '\n')
   } finally {
     for (const { server } of versions) server.kill()
-    removeObject(input)
-    removeObject(output)
+    simple.dispose()
   }
 }
 
