@@ -8,7 +8,7 @@ import { readFileSync, truncateSync, writeFileSync } from 'node:fs'
 import t, { type Test } from 'tap'
 import { InferRequest, type ModelDeclaration, ModelTable, Registry, TritonError } from '../lib/index'
 import { MemoryModelStore } from '../lib/store/model-store'
-import { BATCH_SLOTS, BYTE_SIZE, CELL, changeBlock, MODEL_SLOTS, readBlock, SAMPLE_SLOTS, StatisticsTable } from '../lib/store/statistics-table'
+import { BATCH_SLOTS, BYTE_SIZE, CELL, changeBlock, changeCounter, MODEL_SLOTS, readBlock, SAMPLE_SLOTS, StatisticsTable } from '../lib/store/statistics-table'
 import type { InferRequestWire, ModelSignature } from '../types'
 import { storePath } from './helpers/registry-peer'
 import { bounded } from './helpers/sync'
@@ -245,13 +245,26 @@ t.test('a store damaged under the processes: requests are served from what was r
   await t.rejects(table.unload('m'), { code: 'ERR_SHM_STORE_FAILED' }, 'a change cannot be made')
 })
 
-t.test('a block whose writer died in the middle of a change is read as it is, after a bounded number of tries', async (t) => {
+t.test('a block whose writer died in the middle of a change is read as it is, once waited for', async (t) => {
   const { own } = new MemoryModelStore().cells('m', '1')
   changeBlock(own, () => { own[CELL.executionCount] = 3 })
-  t.equal(own[CELL.writes] % 2, 0, 'a change is marked before and after')
+  t.equal(changeCounter(own)[0], 2, 'a change is marked before and after')
   t.equal(readBlock(own)[CELL.executionCount], 3)
   // What a writer leaves when it dies between the two marks.
-  own[CELL.writes]++
+  Atomics.add(changeCounter(own), 0, 1)
   own[CELL.executionCount]++
-  t.equal(readBlock(own)[CELL.executionCount], 4, 'never waited for')
+  t.equal(readBlock(own)[CELL.executionCount], 4, 'never waited for beyond its bound')
+  own[CELL.executionCount]++
+  t.equal(readBlock(own)[CELL.executionCount], 5, 'from then on taken as it is')
+
+  // The process that takes the dead one's slot closes its mark: its own changes are read whole.
+  const path = `${storePath(t)}-statistics`
+  const table = new StatisticsTable(path)
+  t.teardown(() => { table.close(); StatisticsTable.remove(path) })
+  const dead = table.own(0, 0)
+  Atomics.add(changeCounter(dead), 0, 1)
+  const taken = table.own(0, 0)
+  t.equal(changeCounter(taken)[0] % 2, 0, 'the mark closed')
+  changeBlock(taken, () => { taken[CELL.executionCount] = 7 })
+  t.equal(readBlock(taken)[CELL.executionCount], 7)
 })

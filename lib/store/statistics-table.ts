@@ -54,9 +54,10 @@ export const CELL = {
   batchOverflow: 20,
   /** Requests written into the ring so far (the next one goes to this modulo `SAMPLE_SLOTS`). */
   samplesWritten: 21,
-  /** Bumped before and after each change of the counts (odd while one is under way): a reader in
-   * another process copies the block again until it sees an even value, the same before and after
-   * its copy, so that no answer shows half of a request (an execution counted, its batch not yet). */
+  /** Bumped before and after each change of the counts (odd while one is under way), a 32-bit
+   * integer in this cell (`changeCounter`): a reader in another process copies the block again
+   * until it sees an even value, the same before and after its copy, so that no answer shows half
+   * of a request (an execution counted, its batch not yet). */
   writes: 22,
   /** The first-response histogram: requests observed, their total whole milliseconds, then how
    * many took at most each of `FIRST_RESPONSE_BUCKETS` (cumulative, as Prometheus' buckets). */
@@ -93,34 +94,65 @@ export const SAMPLE_CELLS = 6
 const HEADER_CELLS = 512
 /** Written by the first process, checked by the others: a process of a version of this package
  * with another layout must not read these counters as its own. */
-const LAYOUT = 0x54_53_48_02
+const LAYOUT = 0x54_53_48_03
 export const BYTE_SIZE = (HEADER_CELLS + PROCESS_SLOTS * MODEL_SLOTS * BLOCK_CELLS) * Float64Array.BYTES_PER_ELEMENT
 
-/** Reads of a block whose writer seems to be mid-change before it is taken as it is: a writer
- * changes a block in well under a microsecond, so only one that died mid-change lasts this long. */
-const MAX_READ_ATTEMPTS = 10_000
+/** How long a reader waits for a block's writer to finish its change before it takes the block as
+ * it is: a writer changes a block in well under a microsecond, but one the system paused in the
+ * middle of a change (a busy machine) can keep its readers waiting for milliseconds; only one that
+ * died mid-change waits this long, and only once (`readBlock`). */
+const MAX_READ_WAIT_MS = 200
+/** Tries between two looks at the clock. */
+const TRIES_PER_LOOK = 1000
+
+const counters = new WeakMap<Float64Array, Int32Array>()
+
+/**
+ * A block's change counter (`CELL.writes`), read and bumped only with Atomics: a compiler may
+ * neither drop an atomic access nor move other accesses of the block across it. Plain ones it may
+ * (V8's optimizing compilers do): a change's two marks merged into one store after it, a reader's
+ * second look at the mark answered from its first, and a torn block read as whole.
+ */
+export function changeCounter (cells: Float64Array): Int32Array {
+  let counter = counters.get(cells)
+  if (counter === undefined) {
+    counter = new Int32Array(cells.buffer, cells.byteOffset + CELL.writes * Float64Array.BYTES_PER_ELEMENT, 1)
+    counters.set(cells, counter)
+  }
+  return counter
+}
 
 /** Runs `change` on a block this process writes, marked as under way for readers (`CELL.writes`). */
 export function changeBlock (cells: Float64Array, change: () => void): void {
-  cells[CELL.writes]++
+  const counter = changeCounter(cells)
+  Atomics.add(counter, 0, 1)
   try {
     change()
   } finally {
-    cells[CELL.writes]++
+    Atomics.add(counter, 0, 1)
   }
 }
 
+/** The odd change count each block was left at by a writer that never finished its change. */
+const abandoned = new WeakMap<Float64Array, number>()
+
 /** A copy of a block's counts and batch slots (its first `SAMPLE_START` cells) as they were between
- * two changes of its writer, however busy that writer (in another process) is. */
+ * two changes of its writer, however busy that writer (in another process) is. A block whose
+ * writer died in the middle of a change is taken as it is, once waited for. */
 export function readBlock (cells: Float64Array): Float64Array {
+  const counter = changeCounter(cells)
+  const since = performance.now()
+  let before: number
   let copy: Float64Array
-  let attempt = 0
-  for (;;) {
-    const before = cells[CELL.writes]
+  let tries = 0
+  do {
+    before = Atomics.load(counter, 0)
     copy = cells.slice(0, SAMPLE_START)
-    const settled = before % 2 === 0 && cells[CELL.writes] === before
-    if (settled || ++attempt >= MAX_READ_ATTEMPTS) return copy
-  }
+    if (before === Atomics.load(counter, 0) && (before % 2 === 0 || abandoned.get(cells) === before)) return copy
+  } while (++tries % TRIES_PER_LOOK !== 0 || performance.now() - since < MAX_READ_WAIT_MS)
+  // Its writer never finished its change: taken as it is, now and until it changes again.
+  abandoned.set(cells, before)
+  return copy
 }
 
 export class StatisticsTable {
@@ -153,10 +185,14 @@ export class StatisticsTable {
     rmSync(path, { force: true })
   }
 
-  /** The block a process writes for a model slot; the slot counts as used from now on. */
+  /** The block a process writes for a model slot; the slot counts as used from now on. A change
+   * that a dead process of the slot left under way is closed: this process is its writer now. */
   own (processSlot: number, modelSlot: number): Float64Array {
     this.#header[1 + processSlot] = 1
-    return this.#block(processSlot, modelSlot)
+    const block = this.#block(processSlot, modelSlot)
+    const counter = changeCounter(block)
+    if (Atomics.load(counter, 0) % 2 === 1) Atomics.add(counter, 0, 1)
+    return block
   }
 
   /** The blocks of a model slot in every process slot that ever served (in `processSlots`, if given). */
