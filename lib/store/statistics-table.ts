@@ -114,6 +114,9 @@ const counters = new WeakMap<Float64Array, Int32Array>()
  * second look at the mark answered from its first, and a torn block read as whole.
  */
 export function changeCounter (cells: Float64Array): Int32Array {
+  // A block unmapped (its store closed as the server stops) is written and read as nothing (a
+  // detached array), and Atomics refuse a detached array: its mark is one nobody else sees.
+  if (cells.length === 0) return new Int32Array(1)
   let counter = counters.get(cells)
   if (counter === undefined) {
     counter = new Int32Array(cells.buffer, cells.byteOffset + CELL.writes * Float64Array.BYTES_PER_ELEMENT, 1)
