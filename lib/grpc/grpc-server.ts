@@ -15,16 +15,18 @@
  * paused stream reads no more (`receivedMessages`).
  */
 import { once } from 'node:events'
+import type { Http2Session, ServerHttp2Stream } from 'node:http2'
 import net from 'node:net'
 import type { Server } from '@grpc/grpc-js'
 import type { ConnectionInfo } from '@grpc/grpc-js/build/src/server-interceptors'
 import { DEFAULT_INFER_LIMITS } from '../kserve/infer-limits'
 import { ModelTable } from '../models/model-table'
 import type { SharedMemoryApi } from '../registry/shared-memory-api'
-import type { RestrictedFeatures } from '../util/restricted-features'
+import { RestrictedFeatures } from '../util/restricted-features'
 import { callTracker } from './call-tracker'
 import { connectionInterceptor } from './connection-interceptor'
 import { inferenceServiceOver } from './inference-service'
+import { modelInferStreams } from './model-infer-streams'
 import { type GrpcListenerOptions, servesTcp } from './listener-options'
 import { OpenStreams } from './model-stream-infer'
 import { grpcJs } from './peers'
@@ -33,6 +35,7 @@ import { receivedMessages } from './received-messages'
 import { requestDecoders } from './request-decoders'
 import { listenOnSocket, setSocketFile } from './socket-listener'
 import type { ErrorLogger } from './status'
+import { offerStreamsFirst } from './streams-first'
 
 /** Triton's gRPC port. */
 export const DEFAULT_GRPC_PORT = 8001
@@ -91,12 +94,9 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const streams = new OpenStreams()
   const handlers = inferenceServiceOver(api, { models, limits, log, streams, logging, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restrictions)
   const socketOf = (connection: Partial<ConnectionInfo>) => sockets.get(endsOf(connection))
-  const tracker = callTracker({
-    sendTimeoutMs,
-    socketOf,
-    dropped: (connection) => log.warn({ sendTimeoutMs, client: `${connection.remoteAddress}:${connection.remotePort}` },
-      'a gRPC client took none of its answer for the send timeout: connection dropped')
-  })
+  const dropped = (connection: Partial<ConnectionInfo>) => log.warn({ sendTimeoutMs, client: `${connection.remoteAddress}:${connection.remotePort}` },
+    'a gRPC client took none of its answer for the send timeout: connection dropped')
+  const tracker = callTracker({ sendTimeoutMs, socketOf, dropped })
   const decoders = requestDecoders()
   // Messages are charged before they are decoded, and a paused stream reads no more: first, as it
   // takes over grpc-js's inflation. The connection interceptor tells the shared memory RPCs their
@@ -106,7 +106,21 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const server: Server = new grpc.Server({
     ...messageLimitOptions(maxMessageBytes), 'grpc.enable_channelz': 0, interceptors: [received, connectionInterceptor(socketOf), tracker]
   })
-  server.addService(rawRequestsService().service, handlers)
+  const service = rawRequestsService().service
+  server.addService(service, handlers)
+  // Unary ModelInfer is served on its HTTP/2 stream, below grpc-js; the other calls are grpc-js's.
+  offerStreamsFirst(server, modelInferStreams({
+    registry: api.registry,
+    models,
+    limits,
+    log,
+    maxMessageBytes,
+    restrictions: restrictions ?? new RestrictedFeatures([], 'grpc', 'listenGrpc'),
+    sendTimeoutMs,
+    socketOf: (stream: ServerHttp2Stream) => socketOf((stream.session as Http2Session).socket),
+    dropped,
+    serialize: service.ModelInfer.responseSerialize
+  }))
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure())
   const accept = (socket: net.Socket) => {
     const ends = endsOf(socket)

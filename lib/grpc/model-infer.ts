@@ -83,14 +83,21 @@ export function modelInferRequest (request: ModelInferRequest, options: ReadInfe
   return new InferRequest(wire, new InputBytesList(bytes), { sequence: requestParameters(request.parameters).sequence, ...options })
 }
 
+/** What reading a call's request needs of the call: whether it is cancelled, and the word when it
+ * is (a grpc-js call is one; so is the listener's own ModelInfer stream). */
+export interface CancellableCall {
+  readonly cancelled: boolean
+  once(event: 'cancelled', listener: () => void): unknown
+}
+
 /**
- * Reads the ModelInfer call for `options.model` (its message, or `message` when the handler
- * decoded it itself). Its leases end when the call is cancelled (the request's `signal` aborts
- * then), or when `modelInferResponse` builds its answer; a handler that fails must call
- * `infer.release()` itself.
+ * Reads the ModelInfer call for `options.model` (its message: a grpc-js call's `request`, or
+ * `message` when the handler decoded it itself). Its leases end when the call is cancelled (the
+ * request's `signal` aborts then), or when `modelInferResponse` builds its answer; a handler that
+ * fails must call `infer.release()` itself.
  */
-export function readModelInferRequest (call: ServerUnaryCall<ModelInferRequest, ModelInferResponse>, options: ReadInferRequestOptions,
-  message: ModelInferRequest = call.request): InferRequest {
+export function readModelInferRequest (call: CancellableCall, options: ReadInferRequestOptions,
+  message: ModelInferRequest = (call as ServerUnaryCall<ModelInferRequest, ModelInferResponse>).request): InferRequest {
   const infer = modelInferRequest(message, options)
   const cancel = () => {
     infer.abandon()

@@ -1,0 +1,254 @@
+/**
+ * Unary ModelInfer served by the plugin's listener on the call's HTTP/2 stream itself, below
+ * grpc-js (`offerStreamsFirst`). grpc-js's own work per call (a call object per interceptor, its
+ * metadata, message queue and decoder, its status plumbing) cost about as much as the inference it
+ * carried, and a local client sends one call per request. What a client sees is what grpc-js
+ * would send: the same headers, framing, statuses and texts; what the server holds is bounded as
+ * grpc-js's calls are, sooner: the message is charged to `inFlight` by its length prefix, refused
+ * past `maxMessageBytes` from its length prefix, measured before it is decoded, and an answer
+ * that waits on a connection that takes none of it for the send timeout has that connection
+ * dropped. Calls it does not take stay grpc-js's, with its interceptors: a compressed message
+ * (`grpc-encoding`), a deadline (`grpc-timeout`), and what is not a POST of gRPC content.
+ */
+import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2'
+import type { Socket } from 'node:net'
+import type { InFlightReservation } from '../../types/kserve'
+import type { ModelInferRequest, ModelInferResponse } from '../../types/grpc'
+import type { RestrictedFeatures } from '../util/restricted-features'
+import { watchOutput } from '../util/send-progress'
+import { FaceTrace } from '../models/face-trace'
+import type { CancellableCall } from './model-infer'
+import { answerModelInfer, type ModelInferHandlerOptions } from './model-infer-handler'
+import { checkedDecodedBytes, decodeModelInferRequest } from './model-infer-message'
+import { MAX_MESSAGE_BYTES, SERVICE } from './protocol'
+import { Status, toServiceError } from './status'
+import type { StreamTaker } from './streams-first'
+
+export interface ModelInferStreamsOptions extends ModelInferHandlerOptions {
+  /** The largest message received (grpc-js's `grpc.max_receive_message_length`). */
+  maxMessageBytes: number
+  /** The largest answer sent; default `MAX_MESSAGE_BYTES`, Triton's. */
+  maxSendMessageBytes?: number
+  /** The inference category refuses calls without its key while restricted. */
+  restrictions: RestrictedFeatures
+  sendTimeoutMs: number
+  /** The accepted connection a stream still open came on, if the listener knows it. */
+  socketOf: (stream: ServerHttp2Stream) => Socket | undefined
+  /** Told of a connection about to be dropped: it took none of an answer for the send timeout. */
+  dropped: (socket: Socket) => void
+  /** ModelInferResponse's encoder (the protocol's, as grpc-js would use it). */
+  serialize: (response: ModelInferResponse) => Buffer
+}
+
+/** ModelInfer's path: `/inference.GRPCInferenceService/ModelInfer`. */
+export const MODEL_INFER_PATH = `/${SERVICE}/ModelInfer`
+
+/** The gRPC message prefix: a compression flag, then the message's length (4 bytes, big-endian). */
+const PREFIX_BYTES = 5
+
+const takes = (headers: IncomingHttpHeaders): boolean =>
+  headers[':path'] === MODEL_INFER_PATH && headers[':method'] === 'POST' && headers['grpc-timeout'] === undefined &&
+  (headers['grpc-encoding'] === undefined || headers['grpc-encoding'] === 'identity') &&
+  headers['content-type']?.startsWith('application/grpc') === true
+
+/** A metadata key's value, as grpc-js's metadata gives it to the restriction check: a `-bin` key's
+ * value is binary, no header's. */
+function headerValue (headers: IncomingHttpHeaders, lowerCaseName: string): string | undefined {
+  if (lowerCaseName.endsWith('-bin')) return undefined
+  return headers[lowerCaseName]?.toString()
+}
+
+/** The listener's taker of ModelInfer streams (see above). */
+export function modelInferStreams (options: ModelInferStreamsOptions): StreamTaker {
+  return (stream, headers) => {
+    if (!takes(headers)) return false
+    new ModelInferStream(stream, headers, options).start()
+    return true
+  }
+}
+
+/** A status the call ends with, of the call's own making (grpc-js's texts). */
+class CallStatus {
+  constructor (readonly code: number, readonly details: string) {}
+}
+
+/** One ModelInfer call on its stream: read, answered, and over when the stream closes. */
+class ModelInferStream implements CancellableCall {
+  cancelled = false
+  readonly #stream: ServerHttp2Stream
+  readonly #headers: IncomingHttpHeaders
+  readonly #options: ModelInferStreamsOptions
+  readonly #reservation: InFlightReservation
+  /** The length prefix, until it is whole. */
+  #prefix: Buffer | undefined
+  /** The message's length, once its prefix is read. */
+  #length = -1
+  #parts: Buffer[] = []
+  #received = 0
+  #request: ModelInferRequest | undefined
+  /** Headers sent (an answer or a status): nothing more is read. */
+  #answered = false
+  #closed = false
+  #onCancel: Array<() => void> = []
+  #trace: FaceTrace | undefined
+  #stopWatching: (() => void) | undefined
+
+  constructor (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, options: ModelInferStreamsOptions) {
+    this.#stream = stream
+    this.#headers = headers
+    this.#options = options
+    this.#reservation = options.registry.inFlight.open()
+  }
+
+  /** Follows the stream: the call is read, run on its half-close, and over when the stream closes. */
+  start (): void {
+    const stream = this.#stream
+    // Every error also closes the stream, where the call ends.
+    stream.on('error', () => {})
+    stream.once('close', () => this.#close())
+    try {
+      this.#options.restrictions.check('inference', (name) => headerValue(this.#headers, name))
+    } catch (error) {
+      this.#fail(error)
+      return
+    }
+    stream.on('data', (chunk: Buffer) => this.#receive(chunk))
+    stream.once('end', () => this.#halfClosed())
+  }
+
+  once (_event: 'cancelled', listener: () => void): this {
+    this.#onCancel.push(listener)
+    return this
+  }
+
+  #receive (chunk: Buffer): void {
+    if (this.#answered) return
+    try {
+      let offset = 0
+      while (offset < chunk.length) {
+        if (this.#request !== undefined) throw new CallStatus(Status.UNIMPLEMENTED, `Received a second request message for server streaming method ${MODEL_INFER_PATH}`)
+        offset = this.#length < 0 ? this.#readPrefix(chunk, offset) : this.#readMessage(chunk, offset)
+      }
+    } catch (error) {
+      this.#fail(error)
+    }
+  }
+
+  /** Reads the prefix's bytes from `offset`; returns where the message starts (or the chunk ends). */
+  #readPrefix (chunk: Buffer, offset: number): number {
+    const missing = PREFIX_BYTES - (this.#prefix?.length ?? 0)
+    const taken = chunk.subarray(offset, offset + missing)
+    this.#prefix = this.#prefix === undefined ? taken : Buffer.concat([this.#prefix, taken])
+    if (this.#prefix.length < PREFIX_BYTES) return chunk.length
+    if (this.#prefix[0] !== 0) throw new CallStatus(Status.INTERNAL, 'Received a compressed message without a "grpc-encoding" header')
+    const length = this.#prefix.readUInt32BE(1)
+    const { maxMessageBytes } = this.#options
+    if (length > maxMessageBytes) throw new CallStatus(Status.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs ${maxMessageBytes})`)
+    // Charged as declared, as an HTTP body of known length is: a message the budget has no room
+    // for is refused before its bytes are held.
+    this.#reservation.charge(length)
+    this.#length = length
+    if (length === 0) this.#decode(Buffer.alloc(0))
+    return offset + taken.length
+  }
+
+  /** Reads the message's bytes from `offset`; decodes it once whole. */
+  #readMessage (chunk: Buffer, offset: number): number {
+    const part = chunk.subarray(offset, offset + this.#length - this.#received)
+    this.#received += part.length
+    if (this.#received < this.#length) {
+      this.#parts.push(part)
+    } else {
+      this.#decode(this.#parts.length === 0 ? part : Buffer.concat([...this.#parts, part], this.#length))
+      this.#parts = []
+    }
+    return offset + part.length
+  }
+
+  /** Decodes the message, what that takes charged first. */
+  #decode (bytes: Buffer): void {
+    this.#reservation.charge(checkedDecodedBytes(bytes))
+    this.#request = decodeModelInferRequest(bytes)
+  }
+
+  /** The client sent all: the call runs, as grpc-js runs a unary handler, on its half-close. */
+  #halfClosed (): void {
+    if (this.#answered) return
+    const request = this.#request
+    if (request === undefined) {
+      this.#send(new CallStatus(Status.UNIMPLEMENTED, `Received no request message for server streaming method ${MODEL_INFER_PATH}`))
+      return
+    }
+    // The message is in: Triton's gRPC server has read it (GRPC_WAITREAD_START to _END).
+    this.#trace = new FaceTrace('grpc')
+    const call = { call: this, request, reservation: this.#reservation, metadata: () => this.#headers }
+    answerModelInfer(this.#options, call, this.#trace)
+      .then((response) => this.#respond(response))
+      .catch((error: unknown) => this.#fail(error))
+  }
+
+  /** The stream can no longer be answered: its client or connection went away. */
+  get #gone (): boolean {
+    return this.#closed || this.#stream.destroyed
+  }
+
+  #respond (response: ModelInferResponse): void {
+    if (this.#gone) return
+    const body = this.#options.serialize(response)
+    const maxSendMessageBytes = this.#options.maxSendMessageBytes ?? MAX_MESSAGE_BYTES
+    if (body.length > maxSendMessageBytes) {
+      return this.#send(new CallStatus(Status.RESOURCE_EXHAUSTED, `Sent message larger than max (${body.length + PREFIX_BYTES} vs. ${maxSendMessageBytes})`))
+    }
+    const prefix = Buffer.allocUnsafe(PREFIX_BYTES)
+    prefix[0] = 0
+    prefix.writeUInt32BE(body.length, 1)
+    const stream = this.#stream
+    this.#answered = true
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip', 'grpc-encoding': 'identity' },
+      { waitForTrailers: true })
+    stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': 'OK' }))
+    // One write of both (the stream's writev): the answer's bytes are not copied to frame them.
+    stream.cork()
+    stream.write(prefix)
+    stream.end(body)
+    this.#watchSending()
+  }
+
+  /** Drops the connection if it takes none of the answer for the send timeout, as over HTTP. */
+  #watchSending (): void {
+    if (this.#gone) return
+    const socket = this.#options.socketOf(this.#stream)
+    if (socket === undefined) return
+    this.#stopWatching = watchOutput(socket, this.#options.sendTimeoutMs, () => {
+      this.#options.dropped(socket)
+      socket.destroy()
+    })
+  }
+
+  #fail (error: unknown): void {
+    if (error instanceof CallStatus) return this.#send(error)
+    const { code = Status.INTERNAL, details = 'Unknown Error' } = toServiceError(error, this.#options.log)
+    this.#send(new CallStatus(code, details))
+  }
+
+  /** Ends the call with `status` alone (a trailers-only answer, as grpc-js sends an error). */
+  #send ({ code, details }: CallStatus): void {
+    if (this.#gone || this.#answered) return
+    this.#answered = true
+    this.#stream.respond({
+      ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(code), 'grpc-message': encodeURI(details)
+    }, { endStream: true })
+  }
+
+  /** The call is over: sent, refused, or its client or connection went away before its answer. */
+  #close (): void {
+    this.#closed = true
+    this.#stopWatching?.()
+    this.#reservation.release()
+    if (!this.#answered) {
+      this.cancelled = true
+      for (const cancel of this.#onCancel) cancel()
+    }
+    this.#trace?.sent()
+  }
+}
