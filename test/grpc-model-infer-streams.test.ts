@@ -23,12 +23,13 @@ import { framed } from './helpers/raw-grpc'
 const service = inferenceService().service
 const encodedInfer = (request: object): Buffer => (service.ModelInfer.requestSerialize as (value: object) => Buffer)(request)
 
-/** `simple` with 16 ones in each input, its inputs' bytes in the message. */
-const sumRequest = encodedInfer({
+/** `simple` with `elements` ones in each input, its inputs' bytes in the message. */
+const sumOf = (elements: number) => encodedInfer({
   model_name: 'simple',
-  inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16] })),
-  raw_input_contents: [Buffer.alloc(64, 1), Buffer.alloc(64, 1)]
+  inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, elements] })),
+  raw_input_contents: [Buffer.alloc(4 * elements, 1), Buffer.alloc(4 * elements, 1)]
 })
+const sumRequest = sumOf(16)
 
 interface Exchange {
   headers: http2.IncomingHttpHeaders
@@ -147,7 +148,7 @@ t.test('an answer past the send limit is RESOURCE_EXHAUSTED; a stream on a conne
     registry,
     models: modelTable([sumModel('simple', 'INT32', [1, -1])]),
     maxMessageBytes: 1024,
-    maxSendMessageBytes: 64,
+    maxSendMessageBytes: 512,
     restrictions: new RestrictedFeatures([], 'grpc', 'test'),
     sendTimeoutMs: 1000,
     socketOf: () => undefined,
@@ -163,9 +164,10 @@ t.test('an answer past the send limit is RESOURCE_EXHAUSTED; a stream on a conne
     server.forceShutdown()
   })
   const port = (listener.address() as AddressInfo).port
-  const big = await exchange(t, port, [framed(sumRequest)])
-  t.equal(big.headers['grpc-status'], String(status.RESOURCE_EXHAUSTED))
-  t.match(decodeURI(String(big.headers['grpc-message'])), /^Sent message larger than max \(\d+ vs\. 64\)$/, 'grpc-js\'s text')
+  t.equal((await exchange(t, port, [framed(sumOf(16))])).trailers?.['grpc-status'], '0', 'an answer of 200 bytes or so: sent')
+  const big = await exchange(t, port, [framed(sumOf(64))])
+  t.equal(big.headers['grpc-status'], String(status.RESOURCE_EXHAUSTED), 'one of 600 or so: refused')
+  t.match(decodeURI(String(big.headers['grpc-message'])), /^Sent message larger than max \(\d+ vs\. 512\)$/, 'grpc-js\'s text')
   t.equal(registry.inFlight.heldBytes, 0, 'nothing held')
   const tooLarge = await exchange(t, port, [framed(Buffer.alloc(2048))])
   t.same([tooLarge.headers['grpc-status'], decodeURI(String(tooLarge.headers['grpc-message']))],

@@ -19,7 +19,8 @@ import fastifyTritonShm, {
   type FastifyTritonShmOptions, InferRequest, kserveModels, ModelTable, type ModelTableOptions, Registry, type TraceOptions
 } from '../lib/index'
 import type { InferRequestWire, ModelSignature } from '../types'
-import { grpcClient } from './helpers/grpc'
+import { modelInferHandler } from '../lib/grpc'
+import { grpcClient, startServer } from './helpers/grpc'
 import { makeObject } from './helpers/shm'
 import { streamClient } from './helpers/stream'
 import { echo, outer, pair } from './helpers/traced-models'
@@ -118,6 +119,17 @@ async function serve (t: Test, options: ModelTableOptions, pluginOptions: Fastif
 
 const input = { name: 'INPUT0', datatype: 'INT32', shape: [2] }
 const raw = [Buffer.from(Int32Array.of(3, 4).buffer)]
+
+t.test('ModelInfer through grpc-js (a host\'s own server, modelInferHandler): in the client\'s trace too', async (t) => {
+  const sdk = hostSdk(t)
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const table = new ModelTable([echo], otel({ rate: 1000 }))
+  const port = await startServer(t, { ModelInfer: modelInferHandler({ registry, models: table }) })
+  await grpcClient(t, port).call('ModelInfer', { model_name: 'echo', inputs: [input], raw_input_contents: raw }, { traceparent: TRACEPARENT })
+  const [{ request }] = requests(t, await sdk.spans(requestsEnded(1)))
+  t.same([request.spanContext().traceId, parentOf(request)], [CLIENT_TRACE, CLIENT_SPAN], 'under the client\'s span, from its metadata')
+})
 
 t.test('HTTP, generate, gRPC and a stream: Triton\'s three spans, in the client\'s trace, whatever the rate', async (t) => {
   const sdk = hostSdk(t)

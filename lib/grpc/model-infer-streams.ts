@@ -32,7 +32,7 @@ export interface ModelInferStreamsOptions extends ModelInferHandlerOptions {
   /** The inference category refuses calls without its key while restricted. */
   restrictions: RestrictedFeatures
   sendTimeoutMs: number
-  /** The accepted connection a stream still open came on, if the listener knows it. */
+  /** The accepted connection a stream came on, if the listener knows it (asked while it is open). */
   socketOf: (stream: ServerHttp2Stream) => Socket | undefined
   /** Told of a connection about to be dropped: it took none of an answer for the send timeout. */
   dropped: (socket: Socket) => void
@@ -216,7 +216,6 @@ class ModelInferStream implements CancellableCall {
 
   /** Drops the connection if it takes none of the answer for the send timeout, as over HTTP. */
   #watchSending (): void {
-    if (this.#gone) return
     const socket = this.#options.socketOf(this.#stream)
     if (socket === undefined) return
     this.#stopWatching = watchOutput(socket, this.#options.sendTimeoutMs, () => {
