@@ -8,7 +8,9 @@
  * sockets. Figures, in requests per second: one grpc-js stream against grpc-js ModelInfer calls
  * (`grpcStreamVsUnaryThroughput`), lean ModelInfer against lean HTTP (`grpcVsHttpThroughput`), and
  * each lean client over a Unix socket against over TCP (`unixVsTcpThroughputHttp`, `...Grpc`); the
- * server's CPU per request beside them. Rounds alternate between the cases, so a busy machine slows
+ * server's CPU per request beside them. The same lean clients against the transports' own floor
+ * (bench/transport-floor.ts: bare node:http and node:http2 servers) say how near ModelInfer can
+ * come to HTTP with Node's HTTP/2 on both ends (`transportFloorGrpcVsHttp`). Rounds alternate between the cases, so a busy machine slows
  * each alike; every case's outputs are checked once.
  *
  * Alone: `npx tsx bench/grpc-stream.ts [--quick] [--cpu-prof]` (profiles to bench/results/profiles/).
@@ -25,8 +27,10 @@ import { jsonRegion, SIMPLE_TENSOR_BYTES, SimpleShm } from './simple-shm'
 
 export interface GrpcStreamPlan { rounds: number, secondsPerRun: number }
 
-type Case = 'http' | 'grpcUnary' | 'grpcJsUnary' | 'grpcStream' | 'httpUnix' | 'grpcUnaryUnix'
-const CASES: Case[] = ['http', 'grpcUnary', 'grpcJsUnary', 'grpcStream', 'httpUnix', 'grpcUnaryUnix']
+type Case = 'http' | 'grpcUnary' | 'grpcJsUnary' | 'grpcStream' | 'httpUnix' | 'grpcUnaryUnix' | 'floorHttp' | 'floorGrpc'
+const CASES: Case[] = ['http', 'grpcUnary', 'grpcJsUnary', 'grpcStream', 'httpUnix', 'grpcUnaryUnix', 'floorHttp', 'floorGrpc']
+/** The transports' own floor: not the service, nothing to check in their answers. */
+const FLOOR_CASES: Case[] = ['floorHttp', 'floorGrpc']
 
 export type GrpcStreamCaseResult = CaseResult
 
@@ -40,6 +44,8 @@ export interface GrpcStreamResult {
   grpcJsVsHttp: number
   /** req/s, over a Unix socket / over TCP: lean HTTP, and lean ModelInfer. */
   unixVsTcp: { http: number, grpc: number }
+  /** req/s, the same lean clients against the transports' own floor: bare node:http2 / bare node:http. */
+  floorGrpcVsHttp: number
 }
 
 const MODEL = 'simple'
@@ -81,19 +87,23 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
   const raw = modelInferClient({ address: server.grpcAddress }, grpcRequest)
   const httpUnix = httpClient({ socketPath: server.httpSocket }, `/v2/models/${MODEL}/infer`, simple.wire(jsonRegion))
   const rawUnix = modelInferClient({ socketPath: server.grpcSocket }, grpcRequest)
+  const floorHttp = httpClient({ address: server.floor.http }, `/v2/models/${MODEL}/infer`, simple.wire(jsonRegion))
+  const floorGrpc = modelInferClient({ address: server.floor.grpc }, grpcRequest)
   const send: Record<Case, () => Promise<unknown>> = {
     http: () => http.send(),
     grpcUnary: () => raw.send(),
     grpcJsUnary: () => unary.modelInfer(grpcRequest),
     grpcStream: () => stream.send(),
     httpUnix: () => httpUnix.send(),
-    grpcUnaryUnix: () => rawUnix.send()
+    grpcUnaryUnix: () => rawUnix.send(),
+    floorHttp: () => floorHttp.send(),
+    floorGrpc: () => floorGrpc.send()
   }
   try {
     await simple.register(unary)
     for (const name of CASES) {
       await send[name]()
-      if (!simple.answered()) throw new Error(`${name}: wrong outputs`)
+      if (!FLOOR_CASES.includes(name) && !simple.answered()) throw new Error(`${name}: wrong outputs`)
     }
     const cases: Record<Case, GrpcStreamCaseResult> = await alternatingRounds(server, CASES, plan, async (name, deadline) => {
       let requests = 0
@@ -111,7 +121,8 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
       unixVsTcp: {
         http: cases.httpUnix.requestsPerSecond / cases.http.requestsPerSecond,
         grpc: cases.grpcUnaryUnix.requestsPerSecond / cases.grpcUnary.requestsPerSecond
-      }
+      },
+      floorGrpcVsHttp: cases.floorGrpc.requestsPerSecond / cases.floorHttp.requestsPerSecond
     }
   } finally {
     await unary.unregisterSystemSharedMemory().catch(() => {})
@@ -119,6 +130,8 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
     raw.close()
     httpUnix.close()
     rawUnix.close()
+    floorHttp.close()
+    floorGrpc.close()
     unary.close()
     http.close()
     simple.dispose()
@@ -128,7 +141,8 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
 export const GRPC_STREAM_LABELS: ReadonlyArray<[Case, string]> = [
   ['http', 'HTTP (node:http, keep-alive)'], ['grpcUnary', 'gRPC ModelInfer (node:http2, lean client)'],
   ['grpcJsUnary', 'gRPC ModelInfer (grpc-js, GrpcKServeClient)'], ['grpcStream', 'gRPC ModelStreamInfer (grpc-js, one stream)'],
-  ['httpUnix', 'HTTP over a Unix socket (node:http)'], ['grpcUnaryUnix', 'gRPC ModelInfer over a Unix socket (node:http2, lean client)']
+  ['httpUnix', 'HTTP over a Unix socket (node:http)'], ['grpcUnaryUnix', 'gRPC ModelInfer over a Unix socket (node:http2, lean client)'],
+  ['floorHttp', 'the floor: a bare node:http server (node:http)'], ['floorGrpc', 'the floor: a bare node:http2 gRPC server (node:http2, lean client)']
 ]
 
 /** The suite's table, as `npm run bench` prints it. */
@@ -140,6 +154,8 @@ export function grpcStreamTable (result: GrpcStreamResult, plan: GrpcStreamPlan)
     [`grpcStreamVsUnaryThroughput (req/s, grpc-js stream / grpc-js ModelInfer): ${ratio(result.streamVsUnary)}; ` +
       `grpcVsHttpThroughput (req/s, lean ModelInfer / HTTP): ${ratio(result.grpcVsHttp)} (grpc-js ModelInfer / HTTP: ${ratio(result.grpcJsVsHttp)})`,
       `unixVsTcpThroughput (req/s, a Unix socket / TCP): HTTP ${ratio(result.unixVsTcp.http)}, gRPC ModelInfer ${ratio(result.unixVsTcp.grpc)}`,
+      `transportFloorGrpcVsHttp (req/s, the same clients against bare node:http2 / bare node:http servers): ${ratio(result.floorGrpcVsHttp)}: ` +
+        'as near as unary gRPC can come to HTTP with Node on both ends',
       `${plan.rounds} alternating rounds of ${plan.secondsPerRun} s per case; each request sent when the last one's response came (perf_analyzer's concurrency 1).`])
 }
 
@@ -154,7 +170,8 @@ if (require.main === module) {
       grpcVsHttpThroughput: result.grpcVsHttp,
       grpcJsVsHttpThroughput: result.grpcJsVsHttp,
       unixVsTcpThroughputHttp: result.unixVsTcp.http,
-      unixVsTcpThroughputGrpc: result.unixVsTcp.grpc
+      unixVsTcpThroughputGrpc: result.unixVsTcp.grpc,
+      transportFloorGrpcVsHttp: result.floorGrpcVsHttp
     }) + '\n')
   })
 }

@@ -408,7 +408,8 @@ async function main () {
     grpcVsHttpCpuRatio: `server CPU per shared memory inference at ${bytes(grpc.tensorBytes)}, gRPC / HTTP`,
     grpcStreamVsUnaryThroughput: 'req/s, simple over shm, one client, one request at a time: a grpc-js ModelStreamInfer stream / grpc-js ModelInfer calls',
     grpcVsHttpThroughput: 'req/s, simple over shm, one client, one request at a time: ModelInfer / HTTP, from lean clients ' +
-      `(node:http2, node:http; grpc-js ModelInfer / HTTP: ${num(grpcStream.grpcJsVsHttp)})`,
+      `(node:http2, node:http; grpc-js ModelInfer / HTTP: ${num(grpcStream.grpcJsVsHttp)}; the same clients against bare node:http2 / node:http servers: ` +
+      `${num(grpcStream.floorGrpcVsHttp)})`,
     unixVsTcpThroughputHttp: 'req/s, simple over shm, one lean HTTP client, one request at a time: over the server\'s Unix socket / over TCP',
     unixVsTcpThroughputGrpc: 'req/s, simple over shm, one lean ModelInfer client, one request at a time: over the server\'s Unix socket / over TCP',
     inferFloorCpuRatio: `server CPU per request, simple_js over shm, ${inferFloor.connections} connections: the model table's infer route / a bare Fastify route ` +

@@ -30,9 +30,10 @@ let serverFile: string | undefined
 
 export class ServerProcess {
   /** `grpcAddress`: the server's gRPC listener, `127.0.0.1:<port>`; `httpSocket` and `grpcSocket`:
-   * the same services' Unix sockets, in a directory of the server's own. */
+   * the same services' Unix sockets, in a directory of the server's own; `floor`: the addresses
+   * (`127.0.0.1:<port>`) of the transports' own floor (bench/transport-floor.ts). */
   private constructor (readonly child: ChildProcess, readonly url: string, readonly grpcAddress: string,
-    readonly httpSocket: string, readonly grpcSocket: string) {}
+    readonly httpSocket: string, readonly grpcSocket: string, readonly floor: { http: string, grpc: string }) {}
 
   static async start (options: ServerProcessOptions = {}): Promise<ServerProcess> {
     const profile = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`]
@@ -59,9 +60,10 @@ export class ServerProcess {
       rmSync(socketDirectory, { recursive: true, force: true })
     })
     try {
-      const { port, grpcPort } = await waitFor(child, 'listening', START_TIMEOUT_MS)
+      const { port, grpcPort, floor } = await waitFor(child, 'listening', START_TIMEOUT_MS)
       return new ServerProcess(child, `http://127.0.0.1:${port}`, `127.0.0.1:${grpcPort}`,
-        path.join(socketDirectory, 'http.sock'), path.join(socketDirectory, 'grpc.sock'))
+        path.join(socketDirectory, 'http.sock'), path.join(socketDirectory, 'grpc.sock'),
+        { http: `127.0.0.1:${floor.httpPort}`, grpc: `127.0.0.1:${floor.grpcPort}` })
     } catch (error) {
       child.kill('SIGKILL')
       throw error

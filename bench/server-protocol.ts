@@ -11,7 +11,8 @@ export interface ServerStats {
 }
 
 export type ParentMessage = { type: 'bare', payload: string } | { type: 'stop' }
-export type ChildMessage = { type: 'listening', port: number, grpcPort: number } | { type: 'bare-set' }
+/** `floor`: the ports of the transports' own floor (bench/transport-floor.ts). */
+export type ChildMessage = { type: 'listening', port: number, grpcPort: number, floor: { httpPort: number, grpcPort: number } } | { type: 'bare-set' }
 
 /** The hand-written infer route: the model table suite's baseline. */
 export const HAND_INFER_ROUTE = '/bench/hand/models/:model/infer'

@@ -5,7 +5,7 @@
  *   POST /bench/hand/models/<m>/infer  a hand-written infer route (the model table suite's baseline),
  *   POST /bench/floor/<step>/models/<m>/infer  the infer floor's ladder (bench/infer-floor.ts): a
  *        bare route, then each step of the package's infer path added to it,
- * and KServe over gRPC on a port of its own. With BENCH_SOCKET_DIR set, HTTP and gRPC are served
+ * and KServe over gRPC on a port of its own, and the transports' own floor on two more (bench/transport-floor.ts). With BENCH_SOCKET_DIR set, HTTP and gRPC are served
  * on Unix sockets there too (http.sock, grpc.sock), as the example serves HTTP_SOCKET and GRPC_SOCKET.
  * With BENCH_TRACE_FILE set, that is its trace file (tracing off until a suite turns it on).
  * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path;
@@ -26,6 +26,7 @@ import { runPrimary, workerCount } from '../example/cluster'
 import { loadModels, type Model, run, sumAndDifference } from '../example/models'
 import { buildServer } from '../example/server'
 import { inferResponse, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
+import { startTransportFloor } from './transport-floor'
 import { type ChildMessage, FLOOR_MODEL, floorRoute, HAND_INFER_ROUTE, type ParentMessage, type ServerStats } from './server-protocol'
 
 function stats (): ServerStats {
@@ -143,11 +144,13 @@ async function main () {
   process.on('disconnect', stop)
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
+  const floor = await startTransportFloor()
+  app.addHook('onClose', async () => floor.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   if (socketDirectory !== undefined) await listenBeside(app, path.join(socketDirectory, 'http.sock'))
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('no TCP address')
-  send({ type: 'listening', port: address.port, grpcPort: app.tritonGrpc.port as number })
+  send({ type: 'listening', port: address.port, grpcPort: app.tritonGrpc.port as number, floor: { httpPort: floor.httpPort, grpcPort: floor.grpcPort } })
 }
 
 main().catch((error) => {
