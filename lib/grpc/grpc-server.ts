@@ -92,7 +92,8 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const maxMessageBytes = options.maxMessageBytes ?? defaultMaxMessageBytes(api.registry.inFlight.maxBytes)
   const sockets = new Map<string, net.Socket>()
   const streams = new OpenStreams()
-  const handlers = inferenceServiceOver(api, { models, limits, log, streams, logging, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restrictions)
+  const restricted = restrictions ?? new RestrictedFeatures([], 'grpc', 'listenGrpc')
+  const handlers = inferenceServiceOver(api, { models, limits, log, streams, logging, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restricted)
   const socketOf = (connection: Partial<ConnectionInfo>) => sockets.get(endsOf(connection))
   const dropped = (connection: Partial<ConnectionInfo>) => log.warn({ sendTimeoutMs, client: `${connection.remoteAddress}:${connection.remotePort}` },
     'a gRPC client took none of its answer for the send timeout: connection dropped')
@@ -115,7 +116,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
     limits,
     log,
     maxMessageBytes,
-    restrictions: restrictions ?? new RestrictedFeatures([], 'grpc', 'listenGrpc'),
+    restrictions: restricted,
     sendTimeoutMs,
     socketOf: (stream: ServerHttp2Stream) => socketOf((stream.session as Http2Session).socket),
     dropped,

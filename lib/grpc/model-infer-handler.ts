@@ -28,7 +28,8 @@ export interface ModelInferHandlerOptions {
   log?: ErrorLogger
 }
 
-/** The answer's output bytes are copied twice: encoded by protobuf, then framed. */
+/** The answer's output bytes are copied twice at most: encoded by protobuf, then framed by grpc-js
+ * (the listener's own ModelInfer writes the encoded bytes as they are: it holds less than charged). */
 export const OUTPUT_COPIES = 2
 
 /** One ModelInfer call, as its carrier hands it over. */

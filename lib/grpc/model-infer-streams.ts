@@ -88,7 +88,6 @@ class ModelInferStream implements CancellableCall {
   #request: ModelInferRequest | undefined
   /** Headers sent (an answer or a status): nothing more is read. */
   #answered = false
-  #closed = false
   #onCancel: Array<() => void> = []
   #trace: FaceTrace | undefined
   #stopWatching: (() => void) | undefined
@@ -189,7 +188,7 @@ class ModelInferStream implements CancellableCall {
 
   /** The stream can no longer be answered: its client or connection went away. */
   get #gone (): boolean {
-    return this.#closed || this.#stream.destroyed
+    return this.#stream.closed || this.#stream.destroyed
   }
 
   #respond (response: ModelInferResponse): void {
@@ -241,7 +240,6 @@ class ModelInferStream implements CancellableCall {
 
   /** The call is over: sent, refused, or its client or connection went away before its answer. */
   #close (): void {
-    this.#closed = true
     this.#stopWatching?.()
     this.#reservation.release()
     if (!this.#answered) {

@@ -96,8 +96,11 @@ export interface CancellableCall {
  * request's `signal` aborts then), or when `modelInferResponse` builds its answer; a handler that
  * fails must call `infer.release()` itself.
  */
-export function readModelInferRequest (call: CancellableCall, options: ReadInferRequestOptions,
-  message: ModelInferRequest = (call as ServerUnaryCall<ModelInferRequest, ModelInferResponse>).request): InferRequest {
+export function readModelInferRequest (call: ServerUnaryCall<ModelInferRequest, ModelInferResponse>, options: ReadInferRequestOptions,
+  message?: ModelInferRequest): InferRequest
+export function readModelInferRequest (call: CancellableCall, options: ReadInferRequestOptions, message: ModelInferRequest): InferRequest
+export function readModelInferRequest (call: CancellableCall & { request?: ModelInferRequest }, options: ReadInferRequestOptions,
+  message = call.request as ModelInferRequest): InferRequest {
   const infer = modelInferRequest(message, options)
   const cancel = () => {
     infer.abandon()
