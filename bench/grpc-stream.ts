@@ -10,8 +10,9 @@
  * each lean client over a Unix socket against over TCP (`unixVsTcpThroughputHttp`, `...Grpc`); the
  * server's CPU per request beside them. The same lean clients against the transports' own floor
  * (bench/transport-floor.ts: bare node:http and node:http2 servers) say how near ModelInfer can
- * come to HTTP with Node's HTTP/2 on both ends (`transportFloorGrpcVsHttp`). Rounds alternate between the cases, so a busy machine slows
- * each alike; every case's outputs are checked once.
+ * come to HTTP with Node's HTTP/2 on both ends (`transportFloorGrpcVsHttp`). Rounds alternate
+ * between the cases, so a busy machine slows each alike; the service's outputs are checked once
+ * per case.
  *
  * Alone: `npx tsx bench/grpc-stream.ts [--quick] [--cpu-prof]` (profiles to bench/results/profiles/).
  */

@@ -5,8 +5,9 @@
  *   POST /bench/hand/models/<m>/infer  a hand-written infer route (the model table suite's baseline),
  *   POST /bench/floor/<step>/models/<m>/infer  the infer floor's ladder (bench/infer-floor.ts): a
  *        bare route, then each step of the package's infer path added to it,
- * and KServe over gRPC on a port of its own, and the transports' own floor on two more (bench/transport-floor.ts). With BENCH_SOCKET_DIR set, HTTP and gRPC are served
- * on Unix sockets there too (http.sock, grpc.sock), as the example serves HTTP_SOCKET and GRPC_SOCKET.
+ * and KServe over gRPC on a port of its own, and the transports' own floor on two more
+ * (bench/transport-floor.ts). With BENCH_SOCKET_DIR set, HTTP and gRPC are served on Unix sockets
+ * there too (http.sock, grpc.sock), as the example serves HTTP_SOCKET and GRPC_SOCKET.
  * With BENCH_TRACE_FILE set, that is its trace file (tracing off until a suite turns it on).
  * With BENCH_SHARED_REGISTRY_PATH set, its registry is a shared one with its store at that path;
  * with BENCH_PROCESS_STATISTICS=1 too, its model table counts statistics in this process only.
