@@ -522,6 +522,24 @@ t.test('isIntact follows the object: true while it holds the range, false once s
   t.equal(isIntact(buffer), false, 'unmapped')
 })
 
+t.test('MappedRange.reaches reads one byte: false once a page past the object\'s end is reached, and for every byte after', async (t) => {
+  const key = makeObject(t, 4 * PAGE_SIZE, 'reaches')
+  const range = new MappedRange(key, 100, 3 * PAGE_SIZE)
+  t.teardown(() => { range.unmap() })
+  writeObjectFile(key, 100, [7])
+  t.same([range.reaches(0), range.reaches(3 * PAGE_SIZE - 1)], [true, true], 'both ends of a whole range')
+  throwsShm(t, () => range.reaches(3 * PAGE_SIZE), 'ERR_SHM_OUT_OF_BOUNDS', undefined, 'a byte past the range')
+  throwsShm(t, () => range.reaches(-1), 'ERR_INVALID_ARG', undefined, 'not an offset')
+  truncateSync(objectPath(key), 2 * PAGE_SIZE)
+  t.equal(range.reaches(PAGE_SIZE), true, 'a byte inside what is left')
+  t.equal(range.untouchedPastEnd, true, 'nothing past the end touched yet')
+  t.equal(range.reaches(3 * PAGE_SIZE - 1), false, 'a byte past the end: its page faulted, and the fault guard caught it')
+  t.same([range.untouchedPastEnd, range.reaches(0)], [false, false], 'the range is poisoned from then on')
+  t.equal(new Uint8Array(range.window(0, 1))[0], 7, 'its pages inside the object are still the object\'s')
+  range.unmap()
+  t.equal(range.reaches(0), false, 'false once unmapped')
+})
+
 t.test('mapFile maps a regular file as map does an object: shared, bounded, never through a link', async (t) => {
   const directory = mkdtempSync(path.join(tmpdir(), 'fts-map-file-'))
   t.teardown(() => rmSync(directory, { recursive: true, force: true }))

@@ -1,7 +1,8 @@
 /**
  * A client that shrinks (ftruncate) its object after registering it must not crash the server:
- * the registry refuses the region from then on, and a view that touches a page past the object's
- * end reads zeros instead of killing the process with SIGBUS.
+ * a lease that reaches past the object's end is refused, and the region with it from then on, and
+ * a view that touches a page past the object's end reads zeros instead of killing the process with
+ * SIGBUS.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
@@ -18,17 +19,22 @@ const REGION_BYTES = 16 * PAGE_SIZE
 const truncated = (name: string) => `shared memory region '${name}' is no longer usable: its object was truncated ` +
   'below the region. Unregister it, and register it again once the object is restored'
 
-function refusedAsTruncated (t: Test, registry: Registry, name: string) {
-  t.throws(() => registry.acquire(name, 0, 1), { code: 'ERR_SHM_REGION_TRUNCATED', kind: 'invalid', message: truncated(name) }, `${name}: refused as truncated`)
+/** `byteSize` from the region's start: its first byte by default (refused only in a poisoned region). */
+function refusedAsTruncated (t: Test, registry: Registry, name: string, byteSize = 1) {
+  t.throws(() => registry.acquire(name, 0, byteSize), { code: 'ERR_SHM_REGION_TRUNCATED', kind: 'invalid', message: truncated(name) }, `${name}: refused as truncated`)
 }
 
-t.test('a shrunk object is refused at the next acquire; status and unregister still work', async (t) => {
+t.test('a lease past a shrunk object\'s end is refused, and the region from then on; status and unregister still work', async (t) => {
   const app = await buildApp(t)
   const key = makeObject(t, REGION_BYTES)
   app.systemSharedMemory.register('r', { key, byteSize: REGION_BYTES })
   app.systemSharedMemory.acquire('r', 0, REGION_BYTES).release()
 
-  truncateSync(objectPath(key), REGION_BYTES - 1)
+  truncateSync(objectPath(key), REGION_BYTES - PAGE_SIZE)
+  const head = app.systemSharedMemory.acquire('r', 0, REGION_BYTES - PAGE_SIZE)
+  t.equal(head.buffer.length, REGION_BYTES - PAGE_SIZE, 'a lease inside what is left is served')
+  head.release()
+  refusedAsTruncated(t, app.systemSharedMemory as Registry, 'r', REGION_BYTES)
   refusedAsTruncated(t, app.systemSharedMemory as Registry, 'r')
   const status = await app.inject({ method: 'GET', url: `${SYSTEM}/region/r/status` })
   t.equal(status.statusCode, 200, 'status still answers')
@@ -71,27 +77,37 @@ t.test('touching a page past the end reads zeros instead of SIGBUS, and poisons 
   t.same(mappingsOf(key), [], 'a poisoned region unmaps whole')
 })
 
-t.test('measured when a region\'s use begins; while leases are live, caught where a page past the end is touched', async (t) => {
+t.test('every lease is checked, beside live ones too, without a system call', async (t) => {
   const registry = new Registry()
   t.teardown(() => registry.close())
   const key = makeObject(t, REGION_BYTES)
   registry.register('r', { key, byteSize: REGION_BYTES })
   const first = registry.acquire('r', 0, PAGE_SIZE)
+  first.buffer[0] = 7
   truncateSync(objectPath(key), 2 * PAGE_SIZE)
-  const past = registry.acquire('r', 5 * PAGE_SIZE, PAGE_SIZE)
-  t.pass('a lease beside a live one is not measured')
-  t.equal(past.buffer[0], 0, 'its page past the end reads zero')
+  t.throws(() => registry.acquire('r', 5 * PAGE_SIZE, PAGE_SIZE), { code: 'ERR_SHM_REGION_TRUNCATED' }, 'a lease past the end, beside a live one, is refused')
   refusedAsTruncated(t, registry, 'r')
-  past.release()
+  t.equal(first.buffer[0], 7, 'the live lease reads on: its page lies inside what is left')
   first.release()
 
   const other = makeObject(t, REGION_BYTES)
   registry.register('s', { key: other, byteSize: REGION_BYTES })
-  const live = registry.acquire('s', 0, PAGE_SIZE)
+  registry.acquire('s', 0, PAGE_SIZE).release()
   truncateSync(objectPath(other), 2 * PAGE_SIZE)
-  live.release()
-  refusedAsTruncated(t, registry, 's')
-  t.pass('the next first lease measures again, though no page past the end was touched')
+  refusedAsTruncated(t, registry, 's', 3 * PAGE_SIZE)
+  t.pass('refused though no view of it ever touched a page past the end')
+})
+
+t.test('a truncation within a lease\'s last page is not seen: the bytes past the object\'s end read zero', async (t) => {
+  const registry = new Registry()
+  t.teardown(() => registry.close())
+  const key = makeObject(t, 2 * PAGE_SIZE)
+  registry.register('r', { key, byteSize: 2 * PAGE_SIZE })
+  registry.acquire('r', 0, 2 * PAGE_SIZE).release()
+  truncateSync(objectPath(key), 2 * PAGE_SIZE - 1)
+  const lease = registry.acquire('r', 0, 2 * PAGE_SIZE)
+  t.equal(lease.buffer[2 * PAGE_SIZE - 1], 0, 'the last byte, past the end within the last page, reads zero')
+  lease.release()
 })
 
 t.test('a child process truncates while the server reads and writes in a loop', async (t) => {

@@ -26,6 +26,7 @@ interface Addon {
   /** Lets go of a handle without unmapping: the mapping goes with the last of its windows. */
   release(mapping: MappingHandle): void
   intact(mapping: MappingHandle | ArrayBuffer, measure?: boolean): boolean
+  reaches(mapping: MappingHandle, offset: number): boolean
   create(key: string, byteSize: number): void
   unlink(key: string): void
 }
@@ -86,6 +87,18 @@ export class MappedRange {
    * once a page past its end was touched (the fault guard caught it), or once it is unmapped. */
   get untouchedPastEnd (): boolean {
     return addon.intact(this.#handle, false)
+  }
+
+  /**
+   * Whether byte `offset` of the range is still the object's, found without a system call: the
+   * byte is read, and a page the object no longer has (its owner truncated it) faults, which the
+   * fault guard turns into zeros and a poisoned range. A truncation cuts the object's end, so every
+   * byte before one that is there is there too. False once poisoned or unmapped; an offset past the
+   * range throws `ERR_SHM_OUT_OF_BOUNDS`. (A truncation within a byte's page leaves the page: the
+   * byte reads zero, and is not seen as gone.)
+   */
+  reaches (offset: number): boolean {
+    return call(() => addon.reaches(this.#handle, offset))
   }
 
   /** Unmaps now; every window reads as length 0 from then on. False if it was unmapped already. */

@@ -13,7 +13,7 @@ typedef struct mapping {
   size_t length;                  /* bytes mapped from base */
   char *start;                    /* byte 0 of the region: base plus the offset's distance from its page */
   uint64_t byte_size;             /* bytes of the region from start */
-  int fd;                         /* kept open to fstat the object at each use: its owner may shrink it */
+  int fd;                         /* kept open to measure the object (intact): its owner may shrink it */
   uint64_t end;                   /* offset + byte size: the object must be at least this long */
   uint64_t device, inode;         /* the object mapped, from fstat at map time */
   int mapped;                     /* cleared on unmap, so nothing unmaps an address reused since */

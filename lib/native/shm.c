@@ -21,6 +21,9 @@
  *                                    owner truncated it), or a page past its end was touched
  *                                    (fault-guard.c); with measure false, the object's size is
  *                                    not read (no system call): only a page touched counts
+ *   reaches(mapping, offset)      -> whether byte `offset` of the range is still the object's: it
+ *                                    is read, so a page the object no longer has faults (and the
+ *                                    fault guard poisons the mapping); no system call
  *   create(key, byteSize)      -> makes a new object (O_CREAT | O_EXCL, mode 0600) of that size
  *   unlink(key)                -> removes an object's name
  *
@@ -384,6 +387,22 @@ static napi_value intact_object(napi_env env, napi_callback_info info) {
   return boolean(env, !measure || (fstat(map->fd, &object) == 0 && (uint64_t)object.st_size >= map->end));
 }
 
+/* A truncation cuts the object's end, so one byte answers for every byte before it. Reading it
+ * costs no system call where its page is there; where it is not, the fault guard replaces it with
+ * zeros and poisons the mapping before the read completes. */
+static napi_value reaches_object(napi_env env, napi_callback_info info) {
+  napi_value args[2];
+  mapping *map;
+  uint64_t offset;
+  if (!addon_get_args(env, info, 2, 0, args) || !mapping_of(env, args[0], &map) || !get_size(env, args[1], &offset)) {
+    return NULL;
+  }
+  if (map == NULL || !map->mapped || map->poisoned) return boolean(env, false);
+  if (offset >= map->byte_size) return addon_throw(env, "ERR_SHM_OUT_OF_BOUNDS", NULL, 0, "ERR_SHM_OUT_OF_BOUNDS");
+  (void)*(volatile const char *)(map->start + offset);
+  return boolean(env, !map->poisoned);
+}
+
 static napi_value create_object(napi_env env, napi_callback_info info) {
   napi_value args[2];
   char key[KEY_MAX + TEXT_SLACK];
@@ -421,6 +440,7 @@ int shm_init(napi_env env, napi_value exports) {
       {"unmap", NULL, unmap_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"release", NULL, release_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"intact", NULL, intact_object, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"reaches", NULL, reaches_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"create", NULL, create_object, NULL, NULL, NULL, napi_enumerable, NULL},
       {"unlink", NULL, unlink_object, NULL, NULL, NULL, napi_enumerable, NULL},
   };

@@ -30,14 +30,13 @@ export class Region {
   }
 
   /**
-   * False once the client shrank its object below the region (views would read past its end). Its
-   * size is measured (fstat: the costliest step of a small lease) when the region's use begins, at
-   * its first lease; while leases are live, a truncation is caught where it matters: a view that
-   * touches a page past the object's end reads zeros and poisons the region (the fault guard), and
-   * the next lease is refused.
+   * Whether `[offset, offset + byteSize)` of the region still lies inside its object, or the client
+   * shrank the object below it (views would read past its end): its last byte is read, which costs
+   * no system call (`MappedRange.reaches`). A range past the end poisons the whole region, and every
+   * later lease of it is refused; an empty range answers for the region as far as is known.
    */
-  get intact (): boolean {
-    return this.#liveLeases === 0 ? this.#mapping.intact : this.#mapping.untouchedPastEnd
+  reaches (offset: number, byteSize: number): boolean {
+    return byteSize === 0 ? this.#mapping.untouchedPastEnd : this.#mapping.reaches(offset + byteSize - 1)
   }
 
   /** A view of `[offset, offset + byteSize)` of the region; the caller has checked the bounds, and
