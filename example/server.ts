@@ -49,7 +49,8 @@ export interface ServerOptions {
   /** Largest JSON part of an infer body, in bytes (default 64 MiB, as Triton's). */
   jsonLimit?: number
   /** A request not received whole within this long is answered 408 and its connection closed
-   * (milliseconds, default 60 000): a client trickling its body cannot hold the server forever. */
+   * (milliseconds, default 60 000): a client trickling its body cannot hold the server forever. A
+   * gRPC call is cancelled (the listener's `receiveTimeoutMs`). */
   requestTimeoutMs?: number
   /** The models to serve (default: every model of ./models). */
   models?: Map<string, Model>
@@ -175,6 +176,8 @@ export async function buildServer (options: ServerOptions = {}): Promise<Fastify
         models: table,
         server: { name: SERVER_NAME, version },
         logging,
+        // A call not sent whole in time is cancelled, as an HTTP request is answered 408.
+        receiveTimeoutMs: requestTimeout,
         ...(options.restrictedProtocols !== undefined && { restrictedProtocols: options.restrictedProtocols })
       }
     })

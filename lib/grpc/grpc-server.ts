@@ -12,7 +12,8 @@
  * over HTTP. Messages it receives are bounded before they are decoded: by a size sized from the
  * registry's `inFlight` budget (compressed ones included: they stop inflating at that size), then
  * by what their decoded form will take, charged to that budget as they arrive, with the message; a
- * paused stream reads no more (`receivedMessages`).
+ * paused stream reads no more (`receivedMessages`); a call that does not send its request in the
+ * receive timeout is cancelled (`watchReceiving`).
  */
 import { once } from 'node:events'
 import type { Http2Session, ServerHttp2Stream } from 'node:http2'
@@ -27,11 +28,12 @@ import { callTracker } from './call-tracker'
 import { connectionInterceptor } from './connection-interceptor'
 import { inferenceServiceOver } from './inference-service'
 import { modelInferStreams } from './model-infer-streams'
-import { type GrpcListenerOptions, servesTcp } from './listener-options'
+import { DEFAULT_RECEIVE_TIMEOUT_MS, type GrpcListenerOptions, servesTcp } from './listener-options'
 import { OpenStreams } from './model-stream-infer'
 import { grpcJs } from './peers'
 import { MAX_MESSAGE_BYTES, messageLimitOptions, rawRequestsService } from './protocol'
 import { receivedMessages } from './received-messages'
+import { watchReceiving } from './receive-timeout'
 import { requestDecoders } from './request-decoders'
 import { listenOnSocket, setSocketFile } from './socket-listener'
 import type { ErrorLogger } from './status'
@@ -87,7 +89,10 @@ const closeAll = (listeners: net.Server[]) => Promise.all(listeners.map((listene
  * having closed whatever it bound. */
 export async function listenGrpc (options: GrpcListenerOptions, { api, restrictions, log }: GrpcListenerContext): Promise<GrpcListener> {
   const grpc = grpcJs()
-  const { host = '127.0.0.1', port = DEFAULT_GRPC_PORT, path, socketMode, socketOwner, models = new ModelTable([]), server: metadata, limits, logging } = options
+  const {
+    host = '127.0.0.1', port = DEFAULT_GRPC_PORT, path, socketMode, socketOwner, models = new ModelTable([]), server: metadata, limits, logging,
+    receiveTimeoutMs = DEFAULT_RECEIVE_TIMEOUT_MS
+  } = options
   const { sendTimeoutMs } = { ...DEFAULT_INFER_LIMITS, ...limits }
   const maxMessageBytes = options.maxMessageBytes ?? defaultMaxMessageBytes(api.registry.inFlight.maxBytes)
   const sockets = new Map<string, net.Socket>()
@@ -110,7 +115,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const service = rawRequestsService().service
   server.addService(service, handlers)
   // Unary ModelInfer is served on its HTTP/2 stream, below grpc-js; the other calls are grpc-js's.
-  offerStreamsFirst(server, modelInferStreams({
+  const takeModelInfer = modelInferStreams({
     registry: api.registry,
     models,
     limits,
@@ -121,7 +126,20 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
     socketOf: (stream: ServerHttp2Stream) => socketOf((stream.session as Http2Session).socket),
     dropped,
     serialize: service.ModelInfer.responseSerialize
-  }))
+  })
+  // Every call, whoever serves it, sends its request within the receive timeout.
+  const streaming = new Set(Object.values(service).filter((method) => method.requestStream).map((method) => method.path))
+  const receiving = {
+    ms: receiveTimeoutMs,
+    late: (stream: ServerHttp2Stream) => {
+      const { remoteAddress, remotePort } = (stream.session as Http2Session).socket
+      log.warn({ receiveTimeoutMs, client: `${remoteAddress}:${remotePort}` }, 'a gRPC client did not send its request in the receive timeout: call cancelled')
+    }
+  }
+  offerStreamsFirst(server, (stream, headers) => {
+    watchReceiving(stream, streaming.has(String(headers[':path'])), receiving)
+    return takeModelInfer(stream, headers)
+  })
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure())
   const accept = (socket: net.Socket) => {
     const ends = endsOf(socket)

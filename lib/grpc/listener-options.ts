@@ -35,6 +35,10 @@ export interface GrpcListenerOptions {
    * at most 2^31-1, Triton's fixed limit: one request of that size fits in flight with its answer.
    */
   maxMessageBytes?: number
+  /** How long a call may take to send its request: a unary call's whole request (its message, and
+   * its end) from its start, a stream's each message from its first byte. A call still sending
+   * then is cancelled, and what it held let go. Default 60 000 (a minute). */
+  receiveTimeoutMs?: number
   /** Triton's `--grpc-restricted-protocol`: the RPCs of these categories served only to calls whose
    * metadata carries their group's key (as given: Triton's clients send `triton-grpc-protocol-<key>`)
    * with its value, else UNAVAILABLE. An unknown category, or one in two groups (or here and in
@@ -69,10 +73,14 @@ export const grpcListenerSchema = {
     },
     limits: inferLimitsSchema,
     maxMessageBytes: { ...positiveInteger, maximum: 2 ** 31 - 1 },
+    receiveTimeoutMs: positiveInteger,
     restrictedProtocols: restrictionGroupsSchema,
     logging: { instanceOf: ServerLogging }
   }
 } as const
+
+/** How long a call may take to send its request, unless the listener is told otherwise. */
+export const DEFAULT_RECEIVE_TIMEOUT_MS = 60_000
 
 /** Whether the listener listens on TCP: unless it was given a Unix socket and neither host nor port. */
 export const servesTcp = ({ host, port, path }: GrpcListenerOptions): boolean => path === undefined || host !== undefined || port !== undefined

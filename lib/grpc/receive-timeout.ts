@@ -1,0 +1,95 @@
+/**
+ * The listener's receive timeout: a call that began sending its request must finish in time, as
+ * an HTTP server answers 408 to a request not received whole. What a partly sent request holds
+ * (a ModelInfer message is charged by the length its prefix declares; grpc-js buffers the bytes of
+ * a message it has not decoded yet) is otherwise held until its client goes. A unary call must
+ * send its message and end its request (half-close) within the timeout of its start; a stream
+ * each message within the timeout of its first byte, and may wait as long as it likes between
+ * messages, holding nothing. A call late is cancelled (RST_STREAM CANCEL): whoever serves it, the
+ * listener itself or grpc-js, sees its stream close and lets go of what it held.
+ *
+ * The bytes are seen as the HTTP/2 stream receives them (its `push`), whoever reads them, without
+ * changing how they are read. While the stream is paused (its handler takes no more messages, and
+ * the listener reads no further), the client cannot be late: the timeout begins again.
+ */
+import { constants, type ServerHttp2Stream } from 'node:http2'
+
+/** gRPC's length prefix: a compressed flag, then the message's length (4 bytes, big-endian). */
+const PREFIX_BYTES = 5
+
+/** Where a stream's received bytes are in gRPC's framing. */
+class Framing {
+  #prefixLeft = PREFIX_BYTES
+  #length = 0
+  #bodyLeft = 0
+
+  /** True while a message has begun and not ended. */
+  get inMessage (): boolean {
+    return this.#prefixLeft < PREFIX_BYTES || this.#bodyLeft > 0
+  }
+
+  /** Follows `chunk`; returns whether a message began in it (then `inMessage` says if it ended). */
+  read (chunk: Uint8Array): boolean {
+    let began = false
+    let at = 0
+    while (at < chunk.length) {
+      if (this.#bodyLeft > 0) {
+        const taken = Math.min(this.#bodyLeft, chunk.length - at)
+        this.#bodyLeft -= taken
+        at += taken
+        continue
+      }
+      began ||= this.#prefixLeft === PREFIX_BYTES
+      // The flag byte is skipped; the four after it are the length.
+      if (this.#prefixLeft < PREFIX_BYTES) this.#length = this.#length * 256 + chunk[at]
+      at++
+      if (--this.#prefixLeft === 0) {
+        this.#bodyLeft = this.#length
+        this.#prefixLeft = PREFIX_BYTES
+        this.#length = 0
+      }
+    }
+    return began
+  }
+}
+
+export interface ReceiveTimeoutOptions {
+  ms: number
+  /** Told of a call cancelled for it, before its stream closes. */
+  late: (stream: ServerHttp2Stream) => void
+}
+
+type Pushing = ServerHttp2Stream & { push: (chunk: unknown, encoding?: BufferEncoding) => boolean }
+
+/** Watches `stream` from its start (`streaming`: a client-streaming call's, whose messages are
+ * timed each, where a unary call's request is timed whole). */
+export function watchReceiving (stream: ServerHttp2Stream, streaming: boolean, { ms, late }: ReceiveTimeoutOptions): void {
+  const framing = new Framing()
+  let timer: NodeJS.Timeout | undefined
+  const expired = () => {
+    timer = undefined
+    if (stream.isPaused()) return arm()
+    late(stream)
+    stream.close(constants.NGHTTP2_CANCEL)
+  }
+  const arm = () => { timer = setTimeout(expired, ms) }
+  const stop = () => {
+    clearTimeout(timer)
+    timer = undefined
+  }
+  const pushing = stream as Pushing
+  const push = pushing.push
+  pushing.push = function (chunk, encoding) {
+    if (chunk === null) {
+      stop()
+    } else if (streaming) {
+      // A message that began here restarts the time: the one before it ended here.
+      if (framing.read(chunk as Uint8Array)) stop()
+      if (!framing.inMessage) stop()
+      else if (timer === undefined) arm()
+    }
+    return push.call(this, chunk, encoding)
+  }
+  stream.once('close', stop)
+  if (!streaming) arm()
+}
