@@ -20,7 +20,7 @@ import { LogCapture } from './helpers/observe'
 import { framed, rawGrpc } from './helpers/raw-grpc'
 import { bounded, eventually } from './helpers/sync'
 
-const RECEIVE_TIMEOUT_MS = 200
+const RECEIVE_TIMEOUT_MS = 500
 const LATE = 'a gRPC client did not send its request in the receive timeout: call cancelled'
 
 /** Waits `ms`: for what must not happen within it (a slower machine only waits longer). */
@@ -46,15 +46,17 @@ function openCall (t: Test, port: number, method: string, headers: http2.Outgoin
   return { stream, reset, opened: performance.now() }
 }
 
-/** A bare node:http2 server whose every stream is watched (`streaming` as given), read as it arrives. */
-async function watchedServer (t: Test, streaming: boolean) {
+/** A bare node:http2 server whose every stream is watched (`streaming` as given), read as it
+ * arrives, or `paused` from its start. */
+async function watchedServer (t: Test, streaming: boolean, paused = false) {
   const late: http2.ServerHttp2Stream[] = []
   const streams: http2.ServerHttp2Stream[] = []
   const server = http2.createServer()
   server.on('stream', (stream) => {
     watchReceiving(stream, streaming, { ms: RECEIVE_TIMEOUT_MS, late: (cancelled) => { late.push(cancelled) } })
     stream.on('error', () => {})
-    stream.resume()
+    if (paused) stream.pause()
+    else stream.resume()
     streams.push(stream)
   })
   server.listen(0, '127.0.0.1')
@@ -81,11 +83,10 @@ t.test('a stream: each message within the timeout of its first byte, whatever it
 })
 
 t.test('a paused stream is not late: the listener reads no further, so its client cannot send; once resumed, it is', async (t) => {
-  const { port, late, streams } = await watchedServer(t, true)
+  const { port, late, streams } = await watchedServer(t, true, true)
   const { stream, reset } = openCall(t, port, 'ModelStreamInfer')
   stream.write(framed(sumRequest()).subarray(0, 20))
-  await eventually(() => streams.length === 1, 'the stream never arrived')
-  streams[0].pause()
+  await eventually(() => streams[0]?.readableLength === 20, 'the message\'s first bytes never arrived')
   await quietFor(4 * RECEIVE_TIMEOUT_MS)
   t.same([late.length, streams[0].closed], [0, false], 'not cancelled while paused')
   streams[0].resume()
