@@ -15,7 +15,7 @@ import { inferenceService } from '../lib/grpc'
 import { watchReceiving } from '../lib/grpc/receive-timeout'
 import { fastifyTritonShm } from '../lib/index'
 import { modelTable } from './helpers/grpc'
-import { sumModel } from './helpers/kserve'
+import { heldSum, sumModel, type TestModel } from './helpers/kserve'
 import { LogCapture } from './helpers/observe'
 import { framed, rawGrpc } from './helpers/raw-grpc'
 import { bounded, eventually } from './helpers/sync'
@@ -26,9 +26,9 @@ const LATE = 'a gRPC client did not send its request in the receive timeout: cal
 /** Waits `ms`: for what must not happen within it (a slower machine only waits longer). */
 const quietFor = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** A ModelInferRequest of `simple` with raw contents (INT32 [1, 16]), as grpc-js encodes it. */
-const sumRequest = (): Buffer => (inferenceService().service.ModelInfer.requestSerialize as (value: object) => Buffer)({
-  model_name: 'simple',
+/** A ModelInferRequest of `model` (`simple`'s signature) with raw contents (INT32 [1, 16]), as grpc-js encodes it. */
+const sumRequest = (model = 'simple'): Buffer => (inferenceService().service.ModelInfer.requestSerialize as (value: object) => Buffer)({
+  model_name: model,
   inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16] })),
   raw_input_contents: [Buffer.alloc(64, 1), Buffer.alloc(64, 2)]
 })
@@ -46,17 +46,16 @@ function openCall (t: Test, port: number, method: string, headers: http2.Outgoin
   return { stream, reset, opened: performance.now() }
 }
 
-/** A bare node:http2 server whose every stream is watched (`streaming` as given), read as it
- * arrives, or `paused` from its start. */
-async function watchedServer (t: Test, streaming: boolean, paused = false) {
+/** A bare node:http2 server whose every stream is watched (`streaming` as given), then read as it
+ * arrives; `read` is told of each chunk, as it is read. */
+async function watchedServer (t: Test, streaming: boolean, read = (_stream: http2.ServerHttp2Stream, _chunk: Buffer) => {}) {
   const late: http2.ServerHttp2Stream[] = []
   const streams: http2.ServerHttp2Stream[] = []
   const server = http2.createServer()
   server.on('stream', (stream) => {
     watchReceiving(stream, streaming, { ms: RECEIVE_TIMEOUT_MS, late: (cancelled) => { late.push(cancelled) } })
     stream.on('error', () => {})
-    if (paused) stream.pause()
-    else stream.resume()
+    stream.on('data', (chunk: Buffer) => read(stream, chunk))
     streams.push(stream)
   })
   server.listen(0, '127.0.0.1')
@@ -83,10 +82,15 @@ t.test('a stream: each message within the timeout of its first byte, whatever it
 })
 
 t.test('a paused stream is not late: the listener reads no further, so its client cannot send; once resumed, it is', async (t) => {
-  const { port, late, streams } = await watchedServer(t, true, true)
+  // Paused as soon as a message has begun: its time is running.
+  let begun = false
+  const { port, late, streams } = await watchedServer(t, true, (stream) => {
+    begun = true
+    stream.pause()
+  })
   const { stream, reset } = openCall(t, port, 'ModelStreamInfer')
   stream.write(framed(sumRequest()).subarray(0, 20))
-  await eventually(() => streams[0]?.readableLength === 20, 'the message\'s first bytes never arrived')
+  await eventually(() => begun, 'the message\'s first bytes never arrived')
   await quietFor(4 * RECEIVE_TIMEOUT_MS)
   t.same([late.length, streams[0].closed], [0, false], 'not cancelled while paused')
   streams[0].resume()
@@ -110,12 +114,12 @@ t.test('a unary call: its whole request, message and end, within the timeout of 
   t.equal(late.length, 1)
 })
 
-/** The plugin's listener with `simple`, its warnings captured. */
-async function listener (t: Test, grpc: object = {}) {
+/** The plugin's listener with `models` (`simple` by default), its warnings captured. */
+async function listener (t: Test, models: TestModel[] = [sumModel('simple', 'INT32', [1, -1])]) {
   const logs = new LogCapture()
   const app = Fastify({ logger: { level: 'warn', stream: logs.stream } })
   t.teardown(() => app.close())
-  await app.register(fastifyTritonShm, { grpc: { port: 0, models: modelTable([sumModel('simple', 'INT32', [1, -1])]), receiveTimeoutMs: RECEIVE_TIMEOUT_MS, ...grpc } })
+  await app.register(fastifyTritonShm, { grpc: { port: 0, models: modelTable(models), receiveTimeoutMs: RECEIVE_TIMEOUT_MS } })
   await app.ready()
   return { app, port: app.tritonGrpc.port as number, logs }
 }
@@ -138,6 +142,21 @@ t.test('the listener cancels a call late with its request, whoever serves it, an
   }
   const served = await rawGrpc(t, port).call('ModelInfer', message)
   t.equal(served.status, 0, 'the listener serves the next call')
+})
+
+t.test('a call whose request arrived whole is never late, however long it runs', async (t) => {
+  const { model, reached, release } = heldSum('slow')
+  const { port, logs } = await listener(t, [model])
+  const request = sumRequest('slow')
+  const calls = [
+    rawGrpc(t, port).call('ModelInfer', framed(request)),
+    rawGrpc(t, port).call('ModelInfer', framed(request, 'gzip'), { compression: 'gzip' })
+  ]
+  await reached
+  await quietFor(3 * RECEIVE_TIMEOUT_MS)
+  release()
+  t.same((await Promise.all(calls)).map(({ status }) => status), [0, 0], 'both answered, by the listener and by grpc-js')
+  t.same(logs.withMessage(LATE), [], 'neither was late')
 })
 
 t.test('receiveTimeoutMs is checked at registration', async (t) => {

@@ -8,9 +8,12 @@
  * messages, holding nothing. A call late is cancelled (RST_STREAM CANCEL): whoever serves it, the
  * listener itself or grpc-js, sees its stream close and lets go of what it held.
  *
- * The bytes are seen as the HTTP/2 stream receives them (its `push`), whoever reads them, without
- * changing how they are read. While the stream is paused (its handler takes no more messages, and
- * the listener reads no further), the client cannot be late: the timeout begins again.
+ * A stream's bytes are seen as its reader reads them (a `data` listener beside the reader's, put
+ * on before it: Node emits the stream once it may hold bytes already, and they are read in order),
+ * a unary call's end as its reader reaches it (`end`: its reader, the listener's own or grpc-js,
+ * reads its whole request before it runs the call). While the stream is paused (its handler takes
+ * no more messages, and the listener reads no further), the client cannot be late: the timeout
+ * begins again.
  */
 import { constants, type ServerHttp2Stream } from 'node:http2'
 
@@ -59,12 +62,10 @@ export interface ReceiveTimeoutOptions {
   late: (stream: ServerHttp2Stream) => void
 }
 
-type Pushing = ServerHttp2Stream & { push: (chunk: unknown, encoding?: BufferEncoding) => boolean }
-
 /** Watches `stream` from its start (`streaming`: a client-streaming call's, whose messages are
- * timed each, where a unary call's request is timed whole). */
+ * timed each, where a unary call's request is timed whole). Call it before the stream's reader
+ * takes it. */
 export function watchReceiving (stream: ServerHttp2Stream, streaming: boolean, { ms, late }: ReceiveTimeoutOptions): void {
-  const framing = new Framing()
   let timer: NodeJS.Timeout | undefined
   const expired = () => {
     timer = undefined
@@ -77,19 +78,16 @@ export function watchReceiving (stream: ServerHttp2Stream, streaming: boolean, {
     clearTimeout(timer)
     timer = undefined
   }
-  const pushing = stream as Pushing
-  const push = pushing.push
-  pushing.push = function (chunk, encoding) {
-    if (chunk === null) {
-      stop()
-    } else if (streaming) {
-      // A message that began here restarts the time: the one before it ended here.
-      if (framing.read(chunk as Uint8Array)) stop()
-      if (!framing.inMessage) stop()
-      else if (timer === undefined) arm()
-    }
-    return push.call(this, chunk, encoding)
-  }
   stream.once('close', stop)
-  if (!streaming) arm()
+  if (!streaming) {
+    stream.once('end', stop)
+    return arm()
+  }
+  const framing = new Framing()
+  stream.on('data', (chunk: Buffer) => {
+    // A message that began here restarts the time: the one before it ended here.
+    if (framing.read(chunk)) stop()
+    if (!framing.inMessage) stop()
+    else if (timer === undefined) arm()
+  })
 }
