@@ -75,6 +75,9 @@ export interface GrpcListenerContext {
 const endsOf = ({ remoteAddress, remotePort, localAddress, localPort }: Partial<ConnectionInfo>) =>
   `${remoteAddress} ${remotePort} ${localAddress} ${localPort}`
 
+/** A connection's client, as the listener's warnings name it (`unix:<path>` and a number on a Unix socket). */
+const clientOf = ({ remoteAddress, remotePort }: Partial<ConnectionInfo>) => `${remoteAddress}:${remotePort}`
+
 /** Listens on TCP: `port` on `host`. */
 async function listenOnTcp (port: number, host: string, accept: (socket: net.Socket) => void): Promise<net.Server> {
   const listener = net.createServer(accept)
@@ -100,7 +103,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const restricted = restrictions ?? new RestrictedFeatures([], 'grpc', 'listenGrpc')
   const handlers = inferenceServiceOver(api, { models, limits, log, streams, logging, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restricted)
   const socketOf = (connection: Partial<ConnectionInfo>) => sockets.get(endsOf(connection))
-  const dropped = (connection: Partial<ConnectionInfo>) => log.warn({ sendTimeoutMs, client: `${connection.remoteAddress}:${connection.remotePort}` },
+  const dropped = (connection: Partial<ConnectionInfo>) => log.warn({ sendTimeoutMs, client: clientOf(connection) },
     'a gRPC client took none of its answer for the send timeout: connection dropped')
   const tracker = callTracker({ sendTimeoutMs, socketOf, dropped })
   const decoders = requestDecoders()
@@ -131,10 +134,8 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const streaming = new Set(Object.values(service).filter((method) => method.requestStream).map((method) => method.path))
   const receiving = {
     ms: receiveTimeoutMs,
-    late: (stream: ServerHttp2Stream) => {
-      const { remoteAddress, remotePort } = (stream.session as Http2Session).socket
-      log.warn({ receiveTimeoutMs, client: `${remoteAddress}:${remotePort}` }, 'a gRPC client did not send its request in the receive timeout: call cancelled')
-    }
+    late: (stream: ServerHttp2Stream) => log.warn({ receiveTimeoutMs, client: clientOf((stream.session as Http2Session).socket) },
+      'a gRPC client did not send its request in the receive timeout: call cancelled')
   }
   offerStreamsFirst(server, (stream, headers) => {
     watchReceiving(stream, streaming.has(String(headers[':path'])), receiving)

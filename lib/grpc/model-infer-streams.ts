@@ -20,7 +20,7 @@ import { FaceTrace } from '../models/face-trace'
 import type { CancellableCall } from './model-infer'
 import { answerModelInfer, type ModelInferHandlerOptions } from './model-infer-handler'
 import { checkedDecodedBytes, decodeModelInferRequest } from './model-infer-message'
-import { MAX_MESSAGE_BYTES, SERVICE } from './protocol'
+import { MAX_MESSAGE_BYTES, MESSAGE_PREFIX_BYTES, SERVICE } from './protocol'
 import { Status, toServiceError } from './status'
 import type { StreamTaker } from './streams-first'
 
@@ -42,9 +42,6 @@ export interface ModelInferStreamsOptions extends ModelInferHandlerOptions {
 
 /** ModelInfer's path: `/inference.GRPCInferenceService/ModelInfer`. */
 export const MODEL_INFER_PATH = `/${SERVICE}/ModelInfer`
-
-/** The gRPC message prefix: a compression flag, then the message's length (4 bytes, big-endian). */
-const PREFIX_BYTES = 5
 
 const takes = (headers: IncomingHttpHeaders): boolean =>
   headers[':path'] === MODEL_INFER_PATH && headers[':method'] === 'POST' && headers['grpc-timeout'] === undefined &&
@@ -135,10 +132,10 @@ class ModelInferStream implements CancellableCall {
 
   /** Reads the prefix's bytes from `offset`; returns where the message starts (or the chunk ends). */
   #readPrefix (chunk: Buffer, offset: number): number {
-    const missing = PREFIX_BYTES - (this.#prefix?.length ?? 0)
+    const missing = MESSAGE_PREFIX_BYTES - (this.#prefix?.length ?? 0)
     const taken = chunk.subarray(offset, offset + missing)
     this.#prefix = this.#prefix === undefined ? taken : Buffer.concat([this.#prefix, taken])
-    if (this.#prefix.length < PREFIX_BYTES) return chunk.length
+    if (this.#prefix.length < MESSAGE_PREFIX_BYTES) return chunk.length
     if (this.#prefix[0] !== 0) throw new CallStatus(Status.INTERNAL, 'Received a compressed message without a "grpc-encoding" header')
     const length = this.#prefix.readUInt32BE(1)
     const { maxMessageBytes } = this.#options
@@ -196,9 +193,9 @@ class ModelInferStream implements CancellableCall {
     const body = this.#options.serialize(response)
     const maxSendMessageBytes = this.#options.maxSendMessageBytes ?? MAX_MESSAGE_BYTES
     if (body.length > maxSendMessageBytes) {
-      return this.#send(new CallStatus(Status.RESOURCE_EXHAUSTED, `Sent message larger than max (${body.length + PREFIX_BYTES} vs. ${maxSendMessageBytes})`))
+      return this.#send(new CallStatus(Status.RESOURCE_EXHAUSTED, `Sent message larger than max (${body.length + MESSAGE_PREFIX_BYTES} vs. ${maxSendMessageBytes})`))
     }
-    const prefix = Buffer.allocUnsafe(PREFIX_BYTES)
+    const prefix = Buffer.allocUnsafe(MESSAGE_PREFIX_BYTES)
     prefix[0] = 0
     prefix.writeUInt32BE(body.length, 1)
     const stream = this.#stream

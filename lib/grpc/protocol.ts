@@ -13,6 +13,10 @@ import { grpcJs, protoLoader } from './peers'
  * integers as exact decimal strings, every field present, oneofs named. */
 export const GRPC_LOADER_OPTIONS: Readonly<Options> = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true }
 
+/** gRPC's length prefix before each message: a compression flag, then the message's length (4
+ * bytes, big-endian). */
+export const MESSAGE_PREFIX_BYTES = 5
+
 /** Triton's limit each way: gRPC's 4 MiB default would refuse ordinary requests with their tensors. */
 export const MAX_MESSAGE_BYTES = 2 ** 31 - 1
 

@@ -16,19 +16,17 @@
  * begins again.
  */
 import { constants, type ServerHttp2Stream } from 'node:http2'
-
-/** gRPC's length prefix: a compressed flag, then the message's length (4 bytes, big-endian). */
-const PREFIX_BYTES = 5
+import { MESSAGE_PREFIX_BYTES } from './protocol'
 
 /** Where a stream's received bytes are in gRPC's framing. */
 class Framing {
-  #prefixLeft = PREFIX_BYTES
+  #prefixLeft = MESSAGE_PREFIX_BYTES
   #length = 0
   #bodyLeft = 0
 
   /** True while a message has begun and not ended. */
   get inMessage (): boolean {
-    return this.#prefixLeft < PREFIX_BYTES || this.#bodyLeft > 0
+    return this.#prefixLeft < MESSAGE_PREFIX_BYTES || this.#bodyLeft > 0
   }
 
   /** Follows `chunk`; returns whether a message began in it (then `inMessage` says if it ended). */
@@ -42,13 +40,13 @@ class Framing {
         at += taken
         continue
       }
-      began ||= this.#prefixLeft === PREFIX_BYTES
+      began ||= this.#prefixLeft === MESSAGE_PREFIX_BYTES
       // The flag byte is skipped; the four after it are the length.
-      if (this.#prefixLeft < PREFIX_BYTES) this.#length = this.#length * 256 + chunk[at]
+      if (this.#prefixLeft < MESSAGE_PREFIX_BYTES) this.#length = this.#length * 256 + chunk[at]
       at++
       if (--this.#prefixLeft === 0) {
         this.#bodyLeft = this.#length
-        this.#prefixLeft = PREFIX_BYTES
+        this.#prefixLeft = MESSAGE_PREFIX_BYTES
         this.#length = 0
       }
     }
