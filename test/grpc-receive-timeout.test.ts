@@ -66,7 +66,7 @@ async function watchedServer (t: Test, streaming: boolean, read = (_stream: http
 
 t.test('a stream: each message within the timeout of its first byte, whatever its pieces; idle between messages as long as it likes', async (t) => {
   const { port, late, streams } = await watchedServer(t, true)
-  const { stream, reset, opened } = openCall(t, port, 'ModelStreamInfer')
+  const { stream, reset } = openCall(t, port, 'ModelStreamInfer')
   const message = framed(sumRequest())
   for (const piece of [message.subarray(0, 3), message.subarray(3, 9), message.subarray(9)]) stream.write(piece)
   // The end of one message and the start of the next in one write: the next is timed from there.
@@ -78,7 +78,6 @@ t.test('a stream: each message within the timeout of its first byte, whatever it
   t.equal(await bounded(reset, 'a message never finished was not cancelled'), http2.constants.NGHTTP2_CANCEL, 'one left half way is cancelled (RST_STREAM CANCEL)')
   t.ok(performance.now() - started >= RECEIVE_TIMEOUT_MS - 20, 'not before the timeout')
   t.same(late, streams, 'and told of')
-  t.ok(performance.now() - opened > 4 * RECEIVE_TIMEOUT_MS, 'the stream lived on past the timeout while it sent whole messages')
 })
 
 t.test('a paused stream is not late: the listener reads no further, so its client cannot send; once resumed, it is', async (t) => {
