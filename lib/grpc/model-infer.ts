@@ -65,14 +65,16 @@ function outputOf ({ name, parameters }: ModelInferRequest['outputs'][number]) {
   const inMemory = sharedMemoryParameters(name, parameters)
   const classification = classificationParameter(parameters, inMemory.shared_memory_region !== undefined)
   if (classification !== undefined) return { name, parameters: { classification, binary_data: true } }
-  return { name, parameters: inMemory.shared_memory_region === undefined ? { ...inMemory, binary_data: true } : inMemory }
+  if (inMemory.shared_memory_region === undefined) inMemory.binary_data = true
+  return { name, parameters: inMemory }
 }
 
 /** The request as the helpers read it: every output not in shared memory is sent raw. */
 function wireOf (request: ModelInferRequest): { wire: InferRequestWire, bytes: Uint8Array[] } {
   const { inputs, bytes } = inputsOf(request)
   const outputs = request.outputs.map(outputOf)
-  const parameters = { ...modelParameters(request.parameters), binary_data_output: true }
+  const parameters = modelParameters(request.parameters)
+  parameters.binary_data_output = true
   const wire = { id: request.id === '' ? undefined : request.id, parameters, inputs, outputs }
   return { wire: checkInferRequest(wire), bytes }
 }

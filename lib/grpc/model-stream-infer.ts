@@ -124,9 +124,10 @@ function inferResponse (infer: InferRequest): ModelInferResponse {
 
 const finalParameter = (final: boolean): InferParameters => ({ triton_final_response: { bool_param: final } })
 
-/** One response of a request, as Triton sends it on a stream. */
+/** One response of a request, as Triton sends it on a stream: `response`, made for this message
+ * alone, takes its final flag (set on it, not on a copy: see CONTRIBUTING.md's "The request path"). */
 function streamResponse (response: ModelInferResponse, final: boolean): ModelStreamInferResponse {
-  return { error_message: '', infer_response: { ...response, parameters: finalParameter(final) } }
+  return { error_message: '', infer_response: Object.assign(response, { parameters: finalParameter(final) }) }
 }
 
 /** A failed request's response: its id (and, once it ran, its model, version and final flag), as Triton's. */

@@ -38,10 +38,11 @@ const jsonOf = ({ body }: FastifyRequest): unknown => body instanceof InferBody 
  * A generate request is never part of a sequence (Triton reads no sequence flags from it). */
 function readGenerateRequest (request: GenerateRequest, reply: FastifyReply, options: GenerateOptions,
   model: ModelSignature, modelVersion: string): InferRequest {
-  const readOptions: ReadInferRequestOptions = { ...options, model, modelVersion, sequence: NO_SEQUENCE, outputCopies: 1 }
-  const reservation = reservationFor(request, reply, readOptions)
+  const { registry, limits, reservation } = options
+  const readOptions: ReadInferRequestOptions = { registry, limits, reservation, model, modelVersion, sequence: NO_SEQUENCE, outputCopies: 1 }
+  readOptions.reservation = reservationFor(request, reply, readOptions)
   const wire: InferRequestWire = generateRequestWire(jsonOf(request), model, options.maxInputBytes)
-  return tiedToReply(request, reply, new InferRequest(wire, Buffer.alloc(0), { ...readOptions, reservation }))
+  return tiedToReply(request, reply, new InferRequest(wire, Buffer.alloc(0), readOptions))
 }
 
 /** The call a generate request makes on the model table; `admitted` is set once it may run. */

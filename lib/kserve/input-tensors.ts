@@ -83,22 +83,26 @@ function bytesElementCount (tensor: string, shape: number[], context: InputConte
   return count
 }
 
+/** An input's tensor, made as one literal: a spread of its fields and then `data` would make V8
+ * build a new hidden class for every tensor (a clone's map has no transitions to reuse). */
+const tensorOf = (input: InferInputWire, spec: TensorSpec, data: Tensor['data']): Tensor =>
+  ({ name: input.name, datatype: spec.datatype, shape: input.shape, data })
+
 /** The tensor's elements decoded from its raw bytes, checked against its shape. */
 function fromBytes (input: InferInputWire, spec: TensorSpec, bytes: Uint8Array, context: InputContext): Tensor {
   const bytesPerElement = elementBytes(spec.datatype)
-  const tensor = { name: input.name, datatype: spec.datatype, shape: input.shape }
   if (bytesPerElement === undefined) {
     // Each element takes 4 bytes at least: a count past a quarter of them is refused before the
     // offsets (at most twice the tensor's bytes) are charged and allocated.
     const count = bytesElementCount(input.name, input.shape, context)
-    return { ...tensor, data: parseBytesTensor(input.name, bytes, Number(count), context.charge) }
+    return tensorOf(input, spec, parseBytesTensor(input.name, bytes, Number(count), context.charge))
   }
   const expected = exactElementCount(input.shape) * BigInt(bytesPerElement)
   if (BigInt(bytes.byteLength) !== expected) throw errors.inputByteSizeMismatch(input.name, context.model, expected, bytes.byteLength)
   const datatype = spec.datatype as Exclude<typeof spec.datatype, 'BYTES'>
   // Bytes at an offset their typed array cannot start at (in a message, a body, a region) are copied.
   if (copiedOver(datatype, bytes)) context.charge(bytes.byteLength)
-  return { ...tensor, data: typedArrayOver(datatype, bytes) }
+  return tensorOf(input, spec, typedArrayOver(datatype, bytes))
 }
 
 /** Triton's deepest JSON `data` (its HTTP server's `HTTP_MAX_JSON_NESTING_DEPTH`): an element
@@ -175,12 +179,11 @@ export function readJsonData (inputs: InferInputWire[]): Array<unknown[] | undef
 }
 
 function fromJson (input: InferInputWire, spec: TensorSpec, values: unknown[], context: InputContext): Tensor {
-  const tensor = { name: input.name, datatype: spec.datatype, shape: input.shape }
-  if (spec.datatype !== 'BYTES') return { ...tensor, data: typedArrayFromJson(input.name, spec.datatype, values) }
+  if (spec.datatype !== 'BYTES') return tensorOf(input, spec, typedArrayFromJson(input.name, spec.datatype, values))
   const count = bytesElementCount(input.name, input.shape, context)
   if (BigInt(values.length) !== count) throw errors.inputElementCountMismatch(input.name, context.model, count, values.length)
   context.charge(OFFSET_BYTES * (values.length + 1))
-  return { ...tensor, data: bytesTensorFromJson(input.name, values) }
+  return tensorOf(input, spec, bytesTensorFromJson(input.name, values))
 }
 
 /** Reads one input, already matched to the model's `spec`, whose source `readJsonData` checked:

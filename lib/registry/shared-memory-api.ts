@@ -104,7 +104,8 @@ export class SharedMemoryApi {
   register (memory: Memory, name: string, fields: unknown, caller: ApiCaller): void {
     if (memory === 'cuda') this.#refuseCuda(name, fields, caller)
     if (name === '') throw errors.missingRegionName(memory)
-    const source = { ...regionSourceOf(fields), peer: this.#peers.peerFor(caller.connection()) }
+    const source = regionSourceOf(fields)
+    source.peer = this.#peers.peerFor(caller.connection())
     try {
       this.registry.register(name, source)
     } catch (error) {
