@@ -124,6 +124,24 @@ t.test('repeated numbers packed or one field each: the same elements', async (t)
   t.same(decodeModelInferRequest(choice).parameters, { p: { parameter_choice: 'string_param', string_param: 'last' } }, 'a oneof set twice: the last wins')
 })
 
+t.test('64-bit parameters on both sides of 2^53, and the names and datatypes it knows beside ones it does not: as proto-loader reads them', async (t) => {
+  const edges = [0n, 1n, 2n ** 32n - 1n, 2n ** 32n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 53n + 1n, 2n ** 63n - 1n]
+  const int64 = [...edges, ...edges.map((value) => -value), -(2n ** 63n)]
+  const uint64 = [...edges, 2n ** 63n, 2n ** 64n - 1n]
+  const named = (values: bigint[], choice: string) => Object.fromEntries(values.map((value, index) => [`${choice}${index}`, { [choice]: String(value) }]))
+  // Known names, names of a known one's length that are not it, a name in more than one byte per character.
+  const texts = ['shared_memory_region', 'shared_memory_regioN', 'binary_data', 'sequence_id', 'sequence_ix', 'FP32', 'FP33', 'ÉTAT']
+  const message = {
+    parameters: { ...named(int64, 'int64_param'), ...named(uint64, 'uint64_param') },
+    inputs: texts.map((text) => ({ name: 'x', datatype: text, parameters: { [text]: { string_param: text } } }))
+  }
+  const bytes = theirs.requestSerialize(message)
+  const ours = decodeModelInferRequest(bytes)
+  t.same(normalized(ours), normalized(theirs.requestDeserialize(bytes)), 'the same message')
+  t.same(Object.values(ours.parameters).map((parameter) => parameter.int64_param ?? parameter.uint64_param), [...int64, ...uint64].map(String), 'every value exact')
+  t.same(ours.inputs.map(({ datatype, parameters }) => [datatype, Object.keys(parameters)[0]]), texts.map((text) => [text, text]), 'every text as sent')
+})
+
 t.test('bytes that are no ModelInferRequest: ERR_SHM_MALFORMED_MESSAGE, never another exception', async (t) => {
   const cases: Array<[string, Buffer]> = [
     ['a tag of field 0', Buffer.from([0x00, 0x01])],

@@ -12,8 +12,10 @@ import type { InferInputTensor, InferParameter, InferParameters, InferRequestedO
   from '../../types/grpc'
 import * as errors from '../errors'
 import { parseBytesTensor } from '../kserve/bytes-tensor'
+import { DATATYPES } from '../kserve/datatypes'
 import { checkedDecodedCost, OBJECT_BYTES, stringBytes, VIEW_BYTES } from './decoded-cost'
-import { Cursor, DELIMITED, eachField as eachWireField, type Expected, FIXED32, FIXED64, VARINT, type Visit } from './protobuf-wire'
+import { KnownStrings } from './known-strings'
+import { Cursor, DELIMITED, eachField as eachWireField, type Expected, FIXED32, FIXED64, VARINT, type Visit, wireTypes } from './protobuf-wire'
 
 const MESSAGE = 'ModelInferRequest'
 
@@ -23,15 +25,15 @@ const malformed = (reason: string) => errors.malformedMessage(MESSAGE, reason)
 const eachField = (bytes: Uint8Array, start: number, end: number, expected: Expected, visit: Visit) =>
   eachWireField(MESSAGE, bytes, start, end, expected, visit)
 
-const STRING = [DELIMITED]
-const MESSAGE_FIELD = [DELIMITED]
-const REPEATED_VARINT = [VARINT, DELIMITED]
+const STRING = wireTypes(DELIMITED)
+const MESSAGE_FIELD = wireTypes(DELIMITED)
+const REPEATED_VARINT = wireTypes(VARINT, DELIMITED)
 
 const REQUEST: Expected = { 1: STRING, 2: STRING, 3: STRING, 4: MESSAGE_FIELD, 5: MESSAGE_FIELD, 6: MESSAGE_FIELD, 7: STRING }
 const INPUT: Expected = { 1: STRING, 2: STRING, 3: REPEATED_VARINT, 4: MESSAGE_FIELD, 5: MESSAGE_FIELD }
 const OUTPUT: Expected = { 1: STRING, 2: MESSAGE_FIELD }
 const MAP_ENTRY: Expected = { 1: STRING, 2: MESSAGE_FIELD }
-const PARAMETER: Expected = { 1: [VARINT], 2: [VARINT], 3: STRING, 4: [FIXED64], 5: [VARINT] }
+const PARAMETER: Expected = { 1: wireTypes(VARINT), 2: wireTypes(VARINT), 3: STRING, 4: wireTypes(FIXED64), 5: wireTypes(VARINT) }
 
 /** `InferTensorContents`: its fields by number, with the wire type of one element and the bytes
  * an element takes decoded (int and uint count their conversion to a narrower datatype too). */
@@ -49,7 +51,7 @@ const CONTENTS = {
 type ContentsField = keyof typeof CONTENTS
 
 const CONTENTS_WIRES: Expected = Object.fromEntries(Object.entries(CONTENTS).map(([field, { element }]) =>
-  [field, element === DELIMITED ? [DELIMITED] : [element, DELIMITED]]))
+  [field, element === DELIMITED ? wireTypes(DELIMITED) : wireTypes(element, DELIMITED)]))
 
 /** A shape dimension: a number in the decoded array, and in its copy the request is read from. */
 const DIMENSION_BYTES = 16
@@ -138,39 +140,41 @@ export const checkedDecodedBytes = (bytes: Uint8Array, compressed = false): numb
 
 const TWO_32 = 2 ** 32
 
+/** The parameter names and datatypes requests carry. */
+const KNOWN = new KnownStrings([
+  'shared_memory_region', 'shared_memory_offset', 'shared_memory_byte_size', 'binary_data', 'binary_data_size',
+  'binary_data_output', 'classification', 'sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout',
+  ...DATATYPES
+])
+
 /** The signed 64-bit integer of two words, as the nearest double (exact below 2^53). */
 const signedNumber = (low: number, high: number): number => (high | 0) * TWO_32 + low
 
-const signedText = (low: number, high: number): string => BigInt.asIntN(64, (BigInt(high) << 32n) | BigInt(low)).toString()
-const unsignedText = (low: number, high: number): string => ((BigInt(high) << 32n) | BigInt(low)).toString()
+/** Above this high word, a 64-bit integer may be past 2^53, where doubles are no longer exact. */
+const EXACT_HIGH_WORDS = 2 ** 21
+/** The decimal text of a 64-bit integer, as protobufjs gives an int64 (a BigInt only where a
+ * double would not be exact: offsets and sizes never are). */
+const unsignedText = (low: number, high: number): string =>
+  high < EXACT_HIGH_WORDS ? String(high * TWO_32 + low) : ((BigInt(high) << 32n) | BigInt(low)).toString()
+const signedText = (low: number, high: number): string =>
+  high < EXACT_HIGH_WORDS ? String(high * TWO_32 + low) : BigInt.asIntN(64, (BigInt(high) << 32n) | BigInt(low)).toString()
 
 function parameterOf (buffer: Buffer, start: number, end: number): InferParameter {
-  const parameter: InferParameter = {}
-  eachField(buffer, start, end, PARAMETER, (choice, _wire, from, to) => {
-    // A oneof sent twice: the last wins.
-    for (const name of ['bool_param', 'int64_param', 'string_param', 'double_param', 'uint64_param'] as const) delete parameter[name]
-    const cursor = new Cursor(buffer, from, to, MESSAGE)
-    if (choice === 3) {
-      parameter.parameter_choice = 'string_param'
-      parameter.string_param = buffer.toString('utf8', from, to)
-    } else if (choice === 4) {
-      parameter.parameter_choice = 'double_param'
-      parameter.double_param = buffer.readDoubleLE(from)
-    } else {
-      cursor.varint()
-      if (choice === 1) {
-        parameter.parameter_choice = 'bool_param'
-        parameter.bool_param = cursor.low !== 0 || cursor.high !== 0
-      } else if (choice === 2) {
-        parameter.parameter_choice = 'int64_param'
-        parameter.int64_param = signedText(cursor.low, cursor.high)
-      } else {
-        parameter.parameter_choice = 'uint64_param'
-        parameter.uint64_param = unsignedText(cursor.low, cursor.high)
-      }
-    }
-  })
+  let parameter: InferParameter = {}
+  // A oneof sent twice: the last wins.
+  eachField(buffer, start, end, PARAMETER, (choice, _wire, from, to) => { parameter = choiceOf(buffer, choice, from, to) })
   return parameter
+}
+
+/** The parameter of oneof field `choice`, its value at `from` to `to`. */
+function choiceOf (buffer: Buffer, choice: number, from: number, to: number): InferParameter {
+  if (choice === 3) return { parameter_choice: 'string_param', string_param: buffer.toString('utf8', from, to) }
+  if (choice === 4) return { parameter_choice: 'double_param', double_param: buffer.readDoubleLE(from) }
+  const cursor = new Cursor(buffer, from, to, MESSAGE)
+  cursor.varint()
+  if (choice === 1) return { parameter_choice: 'bool_param', bool_param: cursor.low !== 0 || cursor.high !== 0 }
+  if (choice === 2) return { parameter_choice: 'int64_param', int64_param: signedText(cursor.low, cursor.high) }
+  return { parameter_choice: 'uint64_param', uint64_param: unsignedText(cursor.low, cursor.high) }
 }
 
 /** Adds a map entry to `parameters` (a key sent twice: the last wins, as protobuf says). */
@@ -178,7 +182,7 @@ function addParameter (parameters: InferParameters, buffer: Buffer, start: numbe
   let key = ''
   let value: InferParameter = {}
   eachField(buffer, start, end, MAP_ENTRY, (field, _wire, from, to) => {
-    if (field === 1) key = buffer.toString('utf8', from, to)
+    if (field === 1) key = KNOWN.read(buffer, from, to)
     else value = parameterOf(buffer, from, to)
   })
   parameters[key] = value
@@ -289,7 +293,7 @@ function inputOf (buffer: Buffer, start: number, end: number): InferInputTensor 
   let contents: [number, number] | undefined
   eachField(buffer, start, end, INPUT, (field, _wire, from, to) => {
     if (field === 1) input.name = buffer.toString('utf8', from, to)
-    else if (field === 2) input.datatype = buffer.toString('utf8', from, to)
+    else if (field === 2) input.datatype = KNOWN.read(buffer, from, to)
     else if (field === 4) addParameter(input.parameters, buffer, from, to)
     // A message field sent twice is merged by protobuf; contents are read once, from the last.
     else if (field === 5) contents = [from, to]

@@ -63,9 +63,12 @@ export class Cursor {
  * delimited field's payload, or the bytes of a number). */
 export type Visit = (field: number, wire: number, start: number, end: number) => void
 
-/** The wire types each field of a message may come in; fields not listed are skipped. Without
- * it, every field is visited, whatever its wire type. */
-export type Expected = Record<number, readonly number[]>
+/** The wire types each field of a message may come in (`wireTypes`); fields not listed are
+ * skipped. Without it, every field is visited, whatever its wire type. */
+export type Expected = Record<number, number>
+
+/** The wire types a field may come in, as `Expected` holds them: one bit each. */
+export const wireTypes = (...types: number[]): number => types.reduce((mask, type) => mask | (1 << type), 0)
 
 /** Visits the fields of the message `message` in `[start, end)` of `bytes`. */
 export function eachField (message: string, bytes: Uint8Array, start: number, end: number, expected: Expected | undefined, visit: Visit): void {
@@ -84,9 +87,11 @@ export function eachField (message: string, bytes: Uint8Array, start: number, en
       from = cursor.position
       cursor.skip(length)
     } else throw cursor.malformed(`wire type ${wire} is not used by this protocol`)
-    const wires = expected === undefined ? [wire] : expected[field]
-    if (wires === undefined) continue
-    if (!wires.includes(wire)) throw cursor.malformed(`field ${field} has wire type ${wire}`)
+    if (expected !== undefined) {
+      const wires = expected[field]
+      if (wires === undefined) continue
+      if ((wires & (1 << wire)) === 0) throw cursor.malformed(`field ${field} has wire type ${wire}`)
+    }
     visit(field, wire, from, cursor.position)
   }
 }
