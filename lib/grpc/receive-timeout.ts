@@ -13,9 +13,12 @@
  * a unary call's end as its reader reaches it (`end`: its reader, the listener's own or grpc-js,
  * reads its whole request before it runs the call). While the stream is paused (its handler takes
  * no more messages, and the listener reads no further), the client cannot be late: the timeout
- * begins again.
+ * begins again. Deadlines are checked every tenth of the timeout (`checkEvery`), so a call late is
+ * cancelled within [timeout, 1.1 × timeout] of what it was timed from.
  */
 import { constants, type ServerHttp2Stream } from 'node:http2'
+import { performance } from 'node:perf_hooks'
+import { checkEvery, checkPeriodFor } from '../util/periodic-checks'
 import { MESSAGE_PREFIX_BYTES } from './protocol'
 
 /** Where a stream's received bytes are in gRPC's framing. */
@@ -64,28 +67,28 @@ export interface ReceiveTimeoutOptions {
  * timed each, where a unary call's request is timed whole). Call it before the stream's reader
  * takes it. */
 export function watchReceiving (stream: ServerHttp2Stream, streaming: boolean, { ms, late }: ReceiveTimeoutOptions): void {
-  let timer: NodeJS.Timeout | undefined
-  const expired = () => {
-    timer = undefined
-    if (stream.isPaused()) return arm()
+  // When what is timed began (the call, or the message under way); undefined while nothing is.
+  let since = streaming ? undefined : performance.now()
+  const stop = checkEvery(checkPeriodFor(ms), () => {
+    if (since === undefined || performance.now() - since < ms) return
+    if (stream.isPaused()) {
+      since = performance.now()
+      return
+    }
+    stop()
     late(stream)
     stream.close(constants.NGHTTP2_CANCEL)
-  }
-  const arm = () => { timer = setTimeout(expired, ms) }
-  const stop = () => {
-    clearTimeout(timer)
-    timer = undefined
-  }
+  })
   stream.once('close', stop)
   if (!streaming) {
     stream.once('end', stop)
-    return arm()
+    return
   }
   const framing = new Framing()
   stream.on('data', (chunk: Buffer) => {
     // A message that began here restarts the time: the one before it ended here.
-    if (framing.read(chunk)) stop()
-    if (!framing.inMessage) stop()
-    else if (timer === undefined) arm()
+    if (framing.read(chunk)) since = undefined
+    if (framing.inMessage) since ??= performance.now()
+    else since = undefined
   })
 }

@@ -8,6 +8,7 @@
  */
 import type { Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
+import { checkEvery, checkPeriodFor } from './periodic-checks'
 
 type Queueing = Socket & { _handle?: { writeQueueSize?: number } | null }
 
@@ -22,16 +23,15 @@ const outputState = (socket: Queueing): number => socket.bytesWritten - (socket.
 export function watchOutput (socket: Socket, ms: number, stalled: () => void): () => void {
   let seen = outputState(socket)
   let movedAt = performance.now()
-  const timer = setInterval(() => {
+  const stop = checkEvery(checkPeriodFor(ms), () => {
     const state = outputState(socket)
     if (state !== seen) {
       seen = state
       movedAt = performance.now()
     } else if (performance.now() - movedAt >= ms) {
-      clearInterval(timer)
+      stop()
       stalled()
     }
-  }, Math.min(1000, Math.max(10, Math.ceil(ms / 10))))
-  timer.unref()
-  return () => clearInterval(timer)
+  })
+  return stop
 }
