@@ -103,6 +103,15 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const restricted = restrictions ?? new RestrictedFeatures([], 'grpc', 'listenGrpc')
   const handlers = inferenceServiceOver(api, { models, limits, log, streams, logging, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restricted)
   const socketOf = (connection: Partial<ConnectionInfo>) => sockets.get(endsOf(connection))
+  // A session's socket is a proxy of it, slow to read: each session's is found once.
+  const sessionSockets = new WeakMap<Http2Session, net.Socket>()
+  const socketOfSession = (session: Http2Session) => {
+    const known = sessionSockets.get(session)
+    if (known !== undefined) return known
+    const found = socketOf(session.socket)
+    if (found !== undefined) sessionSockets.set(session, found)
+    return found
+  }
   const dropped = (connection: Partial<ConnectionInfo>) => log.warn({ sendTimeoutMs, client: clientOf(connection) },
     'a gRPC client took none of its answer for the send timeout: connection dropped')
   const tracker = callTracker({ sendTimeoutMs, socketOf, dropped })
@@ -126,7 +135,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
     maxMessageBytes,
     restrictions: restricted,
     sendTimeoutMs,
-    socketOf: (stream: ServerHttp2Stream) => socketOf((stream.session as Http2Session).socket),
+    socketOf: (stream: ServerHttp2Stream) => socketOfSession(stream.session as Http2Session),
     dropped,
     serialize: service.ModelInfer.responseSerialize
   })
