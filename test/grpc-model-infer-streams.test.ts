@@ -152,8 +152,7 @@ t.test('an answer past the send limit is RESOURCE_EXHAUSTED; a stream on a conne
     restrictions: new RestrictedFeatures([], 'grpc', 'test'),
     sendTimeoutMs: 1000,
     socketOf: () => undefined,
-    dropped: () => t.fail('nothing is dropped'),
-    serialize: service.ModelInfer.responseSerialize
+    dropped: () => t.fail('nothing is dropped')
   })), 'this grpc-js makes its HTTP/2 servers where the listener can see their streams')
   const injector = server.createConnectionInjector(ServerCredentials.createInsecure())
   const listener = createServer((socket) => injector.injectConnection(socket))

@@ -136,8 +136,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
     restrictions: restricted,
     sendTimeoutMs,
     socketOf: (stream: ServerHttp2Stream) => socketOfSession(stream.session as Http2Session),
-    dropped,
-    serialize: service.ModelInfer.responseSerialize
+    dropped
   })
   // Every call, whoever serves it, sends its request within the receive timeout.
   const streaming = new Set(Object.values(service).filter((method) => method.requestStream).map((method) => method.path))

@@ -20,6 +20,7 @@ import { FaceTrace } from '../models/face-trace'
 import type { CancellableCall } from './model-infer'
 import { answerModelInfer, type ModelInferHandlerOptions } from './model-infer-handler'
 import { checkedDecodedBytes, decodeModelInferRequest } from './model-infer-message'
+import { ModelInferResponseFrame } from './model-infer-response'
 import { MAX_MESSAGE_BYTES, MESSAGE_PREFIX_BYTES, SERVICE } from './protocol'
 import { Status, toServiceError } from './status'
 import type { StreamTaker } from './streams-first'
@@ -36,8 +37,6 @@ export interface ModelInferStreamsOptions extends ModelInferHandlerOptions {
   socketOf: (stream: ServerHttp2Stream) => Socket | undefined
   /** Told of a connection about to be dropped: it took none of an answer for the send timeout. */
   dropped: (socket: Socket) => void
-  /** ModelInferResponse's encoder (the protocol's, as grpc-js would use it). */
-  serialize: (response: ModelInferResponse) => Buffer
 }
 
 /** ModelInfer's path: `/inference.GRPCInferenceService/ModelInfer`. */
@@ -190,23 +189,17 @@ class ModelInferStream implements CancellableCall {
 
   #respond (response: ModelInferResponse): void {
     if (this.#gone) return
-    const body = this.#options.serialize(response)
+    const frame = new ModelInferResponseFrame(response)
     const maxSendMessageBytes = this.#options.maxSendMessageBytes ?? MAX_MESSAGE_BYTES
-    if (body.length > maxSendMessageBytes) {
-      return this.#send(new CallStatus(Status.RESOURCE_EXHAUSTED, `Sent message larger than max (${body.length + MESSAGE_PREFIX_BYTES} vs. ${maxSendMessageBytes})`))
+    if (frame.messageBytes > maxSendMessageBytes) {
+      return this.#send(new CallStatus(Status.RESOURCE_EXHAUSTED, `Sent message larger than max (${frame.messageBytes + MESSAGE_PREFIX_BYTES} vs. ${maxSendMessageBytes})`))
     }
-    const prefix = Buffer.allocUnsafe(MESSAGE_PREFIX_BYTES)
-    prefix[0] = 0
-    prefix.writeUInt32BE(body.length, 1)
     const stream = this.#stream
     this.#answered = true
     stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip', 'grpc-encoding': 'identity' },
       { waitForTrailers: true })
     stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': 'OK' }))
-    // One write of both (the stream's writev): the answer's bytes are not copied to frame them.
-    stream.cork()
-    stream.write(prefix)
-    stream.end(body)
+    stream.end(frame.write())
     this.#watchSending()
   }
 
