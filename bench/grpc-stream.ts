@@ -24,7 +24,7 @@ import type { ServerProcess } from './server-process'
 import { runAlone } from './alone'
 import { alternatingRounds, type CaseResult } from './alternating-rounds'
 import { httpClient, modelInferClient } from './lean-clients'
-import { jsonRegion, SIMPLE_TENSOR_BYTES, SimpleShm } from './simple-shm'
+import { grpcRegion, jsonRegion, SimpleShm } from './simple-shm'
 
 export interface GrpcStreamPlan { rounds: number, secondsPerRun: number }
 
@@ -79,10 +79,7 @@ function streamSender (address: string, request: object): { send(): Promise<Mode
 export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPlan): Promise<GrpcStreamResult> {
   const simple = new SimpleShm('stream')
   const unary = new GrpcKServeClient(server.grpcAddress)
-  const grpcParameters = (region: string, offset: number) => ({
-    shared_memory_region: { string_param: region }, shared_memory_offset: { int64_param: offset }, shared_memory_byte_size: { int64_param: SIMPLE_TENSOR_BYTES }
-  })
-  const grpcRequest = { model_name: MODEL, ...simple.wire(grpcParameters) }
+  const grpcRequest = { model_name: MODEL, ...simple.wire(grpcRegion) }
   const http = httpClient({ address: server.url.replace('http://', '') }, `/v2/models/${MODEL}/infer`, simple.wire(jsonRegion))
   const stream = streamSender(server.grpcAddress, grpcRequest)
   const raw = modelInferClient({ address: server.grpcAddress }, grpcRequest)

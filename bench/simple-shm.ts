@@ -13,6 +13,11 @@ export const SIMPLE_TENSOR_BYTES = 64
 export const jsonRegion = (region: string, offset: number) =>
   ({ shared_memory_region: region, shared_memory_offset: offset, shared_memory_byte_size: SIMPLE_TENSOR_BYTES })
 
+/** The same place, as gRPC's `InferParameter`s name it. */
+export const grpcRegion = (region: string, offset: number) => ({
+  shared_memory_region: { string_param: region }, shared_memory_offset: { int64_param: offset }, shared_memory_byte_size: { int64_param: SIMPLE_TENSOR_BYTES }
+})
+
 const int32s = (bytes: Uint8Array, count: number) => new Int32Array(bytes.buffer, bytes.byteOffset, count)
 
 /** What registers a region: an HTTP or gRPC client. */
