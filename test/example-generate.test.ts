@@ -10,6 +10,7 @@ import { mockLlm } from '../example/generate-models'
 import type { Model } from '../example/models'
 import { buildServer, type ServerOptions } from '../example/server'
 import { EventReader, postGenerate, sseEvents } from './helpers/event-stream'
+import { eventually } from './helpers/sync'
 
 const TEXT = 'hello world'
 const HEAD = { model_name: 'mock_llm', model_version: '1' }
@@ -168,7 +169,9 @@ t.test('a client that leaves mid-stream: the model stops at its next response, a
   await atModel
   reader.request.destroy()
   t.match(await runEnded, { name: 'AbortError' }, 'the model\'s wait ended by the client\'s leaving')
-  const stats = (await app.inject('/v2/models/mock_llm/stats')).json()
-  t.equal(stats.model_stats[0].inference_stats.fail.count, 1, 'counted as a failed request')
+  // The model's error reaches the table a few turns after the model sees it.
+  const failures = async () => (await app.inject('/v2/models/mock_llm/stats')).json().model_stats[0].inference_stats.fail.count
+  await eventually(async () => await failures() > 0, 'the request counted as failed')
+  t.equal(await failures(), 1, 'counted as a failed request')
   t.equal(app.systemSharedMemory.inFlight.heldBytes, 0, 'what it held is given back')
 })

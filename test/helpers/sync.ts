@@ -23,10 +23,11 @@ export async function bounded<T> (promise: Promise<T>, what: string, ms = PATIEN
 }
 
 /** Resolves once `check()` holds, polled every 20 ms: for what a server does a turn after its
- * client sees it (a reply's close, a call's end). Rejects naming `what` after `PATIENCE_MS`. */
-export async function eventually (check: () => boolean, what: string): Promise<void> {
+ * client sees it (a reply's close, a call's end, a failure counted). `check` may ask the server
+ * (an inject). Rejects naming `what` after `PATIENCE_MS`. */
+export async function eventually (check: () => boolean | Promise<boolean>, what: string): Promise<void> {
   const deadline = Date.now() + PATIENCE_MS
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > deadline) throw new Error(what)
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
