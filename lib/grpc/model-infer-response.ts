@@ -72,10 +72,12 @@ const shapeBytes = (shape: number[]): number => shape.reduce((total, dim) => tot
 /** An output tensor's fields' sizes: its name and datatype in UTF-8, its packed shape. */
 interface OutputSizes { name: number, datatype: number, shape: number, total: number }
 
-function outputSizes ({ name, datatype, shape }: InferOutputTensor): OutputSizes {
-  const sizes = { name: utf8Bytes(name), datatype: utf8Bytes(datatype), shape: shapeBytes(shape), total: 0 }
-  sizes.total = delimitedBytes(1, sizes.name) + delimitedBytes(2, sizes.datatype) + (shape.length === 0 ? 0 : delimitedBytes(3, sizes.shape))
-  return sizes
+function outputSizes (output: InferOutputTensor): OutputSizes {
+  const name = utf8Bytes(output.name)
+  const datatype = utf8Bytes(output.datatype)
+  const shape = shapeBytes(output.shape)
+  const total = delimitedBytes(1, name) + delimitedBytes(2, datatype) + (output.shape.length === 0 ? 0 : delimitedBytes(3, shape))
+  return { name, datatype, shape, total }
 }
 
 /** A response measured: its message's length, known before anything is allocated for it, and
