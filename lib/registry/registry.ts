@@ -53,6 +53,24 @@ function toUnsigned (value: number | bigint): bigint | undefined {
   return Number.isInteger(value) && value >= 0 ? BigInt(value) : undefined
 }
 
+/**
+ * Checks that `[offset, offset + byteSize)` lies in the region and fits one view, throwing the
+ * register's texts. What clients send (safe integers) is checked as numbers: exact, as each is
+ * below 2^53 and a sum past it still compares past any region's size. Anything else, or a range
+ * refused, is checked again as BigInts, which find the right error.
+ */
+function checkRange (name: string, offset: number | bigint, byteSize: number | bigint, regionBytes: number): void {
+  if (isUnsignedInteger(offset) && isUnsignedInteger(byteSize) && offset < regionBytes &&
+    offset + byteSize <= regionBytes && byteSize <= MappedRange.maxWindowBytes) return
+  const start = toUnsigned(offset)
+  const length = toUnsigned(byteSize)
+  if (start === undefined || length === undefined) throw errors.invalidUseArgs(name)
+  if (start >= BigInt(regionBytes)) throw errors.invalidOffset(name)
+  if (length > UINT64_MAX - start) throw errors.offsetOverflow(name, length, start)
+  if (start + length > BigInt(regionBytes)) throw errors.invalidRange(name)
+  if (length > MAX_VIEW_BYTES) throw errors.leaseTooLarge(name, length, MAX_VIEW_BYTES)
+}
+
 export class Registry extends EventEmitter<RegistryEvents> implements SystemSharedMemoryRegistry {
   readonly #store: RegionStore
   /** This process's mappings, by record id: a registration is mapped here at its first use. */
@@ -249,20 +267,16 @@ export class Registry extends EventEmitter<RegistryEvents> implements SystemShar
     const record = this.#current().get(name)
     if (record === undefined) throw errors.regionNotFound(name)
     const region = this.#regionHere(record)
-    const start = toUnsigned(offset)
-    const length = toUnsigned(byteSize)
-    if (start === undefined || length === undefined) throw errors.invalidUseArgs(name)
-    const regionBytes = BigInt(record.byteSize)
-    if (start >= regionBytes) throw errors.invalidOffset(name)
-    if (length > UINT64_MAX - start) throw errors.offsetOverflow(name, length, start)
-    if (start + length > regionBytes) throw errors.invalidRange(name)
-    if (length > MAX_VIEW_BYTES) throw errors.leaseTooLarge(name, length, MAX_VIEW_BYTES)
-    if (!region.reaches(Number(start), Number(length))) throw errors.regionTruncated(name)
-    const view = region.view(Number(start), Number(length))
+    checkRange(name, offset, byteSize, record.byteSize)
+    // Exact now: both lie within the region.
+    const start = Number(offset)
+    const length = Number(byteSize)
+    if (!region.reaches(start, length)) throw errors.regionTruncated(name)
+    const view = region.view(start, length)
     if (region.liveLeases === 0) this.#holdHere(region)
     region.hold()
-    const range = { object: region.object, start: record.offset + Number(start) }
-    return new RegionLease(name, view, Number(start), range, () => { if (region.letGo()) this.#lastLeaseHereEnded(region) })
+    const range = { object: region.object, start: record.offset + start }
+    return new RegionLease(name, view, start, range, () => { if (region.letGo()) this.#lastLeaseHereEnded(region) })
   }
 
   /** This process's mapping of a registration, made at its first use here. */
