@@ -270,10 +270,9 @@ export interface ResponseHead {
 
 /** The response's first fields, in Triton's order. */
 function headerFields ({ id, model_name: model, model_version: version }: ResponseHead): string {
-  const fields = [`"model_name":${JSON.stringify(model)}`]
-  if (id !== undefined) fields.unshift(`"id":${JSON.stringify(id)}`)
-  if (version !== undefined) fields.push(`"model_version":${JSON.stringify(version)}`)
-  return fields.join(',')
+  const named = `"model_name":${JSON.stringify(model)}`
+  const identified = id === undefined ? named : `"id":${JSON.stringify(id)},${named}`
+  return version === undefined ? identified : `${identified},"model_version":${JSON.stringify(version)}`
 }
 
 /**
@@ -283,27 +282,39 @@ function headerFields ({ id, model_name: model, model_version: version }: Respon
  */
 export function encodeResponse (head: ResponseHead, plans: Map<string, OutputPlan>,
   produced: Map<string, ProducedOutput>, budgets: ResponseBudgets): EncodedResponse {
-  const outputs = [...plans].map(([name, plan]) => {
-    const stored = produced.get(name)
-    if (stored === undefined) throw errors.outputNotProduced(name)
-    if (plan.lease !== undefined) checkFits(stored, plan.lease)
-    return { name, plan, output: plan.classCount === undefined ? stored : classified(stored, plan) }
-  })
+  const planned = [...plans.values()]
+  const stored = planned.map((plan) => storedOutput(plan, produced))
   const binary: Uint8Array[] = []
-  const encoded: EncodedOutput[] = []
-  const entries = outputs.map(({ name, plan, output }) => {
-    const listed: EncodedOutput = { name, datatype: output.spec.datatype, shape: output.shape }
-    encoded.push(listed)
-    const fields = `"name":${JSON.stringify(name)},"datatype":"${output.spec.datatype}","shape":${JSON.stringify(output.shape)}`
-    if (plan.lease !== undefined) return `{${fields}}`
-    if (!plan.binary) return `{${fields},"data":${jsonOf(output, budgets.json)}}`
-    const bytes = binaryOf(output, budgets.binary)
-    binary.push(bytes)
-    listed.binary = bytes
-    return `{${fields},"parameters":{"binary_data_size":${bytes.byteLength}}}`
-  })
-  for (const { plan, output } of outputs) if (plan.lease !== undefined) storeInSharedMemory(output, plan)
-  return { header: `{${headerFields(head)},"outputs":[${entries.join(',')}]}`, binary, outputs: encoded }
+  const outputs: EncodedOutput[] = []
+  let entries = ''
+  for (let index = 0; index < planned.length; index++) {
+    const plan = planned[index]
+    const output = stored[index]
+    const listed: EncodedOutput = { name: plan.spec.name, datatype: output.spec.datatype, shape: output.shape }
+    outputs.push(listed)
+    const fields = `"name":${JSON.stringify(listed.name)},"datatype":"${listed.datatype}","shape":[${listed.shape.join(',')}]`
+    entries += index === 0 ? '{' : ',{'
+    if (plan.lease !== undefined) entries += `${fields}}`
+    else if (!plan.binary) entries += `${fields},"data":${jsonOf(output, budgets.json)}}`
+    else {
+      listed.binary = binaryOf(output, budgets.binary)
+      binary.push(listed.binary)
+      entries += `${fields},"parameters":{"binary_data_size":${listed.binary.byteLength}}}`
+    }
+  }
+  for (let index = 0; index < planned.length; index++) {
+    if (planned[index].lease !== undefined) storeInSharedMemory(stored[index], planned[index])
+  }
+  return { header: `{${headerFields(head)},"outputs":[${entries}]}`, binary, outputs }
+}
+
+/** What the model stored for a planned output, as the response carries it (classified, if asked);
+ * refused if it stored nothing, or more BYTES than the output's region holds. */
+function storedOutput (plan: OutputPlan, produced: Map<string, ProducedOutput>): ProducedOutput {
+  const stored = produced.get(plan.spec.name)
+  if (stored === undefined) throw errors.outputNotProduced(plan.spec.name)
+  if (plan.lease !== undefined) checkFits(stored, plan.lease)
+  return plan.classCount === undefined ? stored : classified(stored, plan)
 }
 
 /**
