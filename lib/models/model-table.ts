@@ -483,9 +483,10 @@ export class ModelTable {
         return await this.#forward(model, infer, place.owner, call, stream)
       }
       turn = place?.turn
-      await call.beforeRun?.(infer)
+      // Each wait only where there is one: an await of nothing still costs a turn of the queue.
+      if (call.beforeRun !== undefined) await call.beforeRun(infer)
       if (turn !== undefined) await untilTurn(turn, infer.signal)
-      instance = await model.instances?.take(infer.signal)
+      if (model.instances !== undefined) instance = await model.instances.take(infer.signal)
       infer.throwIfAbandoned()
       call.started?.(infer)
       const sending = infer
@@ -503,7 +504,8 @@ export class ModelTable {
       statistics.running()
       let finalSent: boolean
       try {
-        await model.run(infer)
+        const running = model.run(infer)
+        if (running !== undefined) await running
       } finally {
         finalSent = infer.endResponses()
       }
