@@ -13,6 +13,9 @@ const SHARED_MEMORY_PARAMETERS: ReadonlyArray<readonly [string, ParameterChoice]
   ['shared_memory_byte_size', 'int64_param']
 ]
 
+/** The names of the tensor parameters read here. */
+export const TENSOR_PARAMETER_NAMES: readonly string[] = [...SHARED_MEMORY_PARAMETERS.map(([name]) => name), 'classification']
+
 /** An int64 arrives as a decimal string: as a number, inexact above 2^53, which the registry's
  * bounds checks still refuse (no int64 reaches 2^64 with another). */
 const valueOf = (parameter: InferParameter, choice: ParameterChoice): string | number =>

@@ -13,7 +13,9 @@ import type { InferInputTensor, InferParameter, InferParameters, InferRequestedO
 import * as errors from '../errors'
 import { parseBytesTensor } from '../kserve/bytes-tensor'
 import { DATATYPES } from '../kserve/datatypes'
+import { SERVER_PARAMETERS } from '../kserve/request-parameters'
 import { checkedDecodedCost, OBJECT_BYTES, stringBytes, VIEW_BYTES } from './decoded-cost'
+import { TENSOR_PARAMETER_NAMES } from './infer-parameters'
 import { KnownStrings } from './known-strings'
 import { Cursor, DELIMITED, eachField as eachWireField, type Expected, FIXED32, FIXED64, VARINT, type Visit, wireTypes } from './protobuf-wire'
 
@@ -140,12 +142,9 @@ export const checkedDecodedBytes = (bytes: Uint8Array, compressed = false): numb
 
 const TWO_32 = 2 ** 32
 
-/** The parameter names and datatypes requests carry. */
-const KNOWN = new KnownStrings([
-  'shared_memory_region', 'shared_memory_offset', 'shared_memory_byte_size', 'binary_data', 'binary_data_size',
-  'binary_data_output', 'classification', 'sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout',
-  ...DATATYPES
-])
+/** The parameter names requests carry (the tensors', the binary data extension's, the server's)
+ * and the datatypes: recognised in their bytes, any other string is decoded. */
+const KNOWN = new KnownStrings([...TENSOR_PARAMETER_NAMES, 'binary_data', 'binary_data_size', ...SERVER_PARAMETERS, ...DATATYPES])
 
 /** The signed 64-bit integer of two words, as the nearest double (exact below 2^53). */
 const signedNumber = (low: number, high: number): number => (high | 0) * TWO_32 + low

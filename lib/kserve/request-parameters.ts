@@ -9,7 +9,7 @@ import type { TensorParameters } from '../../types/kserve'
 import * as errors from '../errors'
 
 /** The request parameters Triton's HTTP server takes for itself. */
-const SERVER_PARAMETERS = new Set(['sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output'])
+export const SERVER_PARAMETERS: ReadonlySet<string> = new Set(['sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output'])
 
 const NONE: Readonly<TensorParameters> = Object.freeze({})
 
