@@ -82,14 +82,14 @@ function bodyCharged (request: FastifyRequest, reply: FastifyReply, { registry }
 export function inferResponse (infer: InferRequest, reply: FastifyReply): string | Buffer {
   try {
     const { header, binary } = infer.encode()
-    const headerBytes = Buffer.byteLength(header)
     dropWhenStalled(reply, infer.limits.sendTimeoutMs)
     if (binary.length === 0) {
       reply.type('application/json')
       return header
     }
-    reply.type('application/octet-stream').header(HEADER_LENGTH_HEADER, headerBytes)
-    return Buffer.concat([Buffer.from(header), ...binary])
+    const headerBytes = Buffer.from(header)
+    reply.type('application/octet-stream').header(HEADER_LENGTH_HEADER, headerBytes.length)
+    return Buffer.concat([headerBytes, ...binary])
   } finally {
     infer.release()
   }
