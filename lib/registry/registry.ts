@@ -65,9 +65,10 @@ function checkRange (name: string, offset: number | bigint, byteSize: number | b
   const start = toUnsigned(offset)
   const length = toUnsigned(byteSize)
   if (start === undefined || length === undefined) throw errors.invalidUseArgs(name)
-  if (start >= BigInt(regionBytes)) throw errors.invalidOffset(name)
+  const size = BigInt(regionBytes)
+  if (start >= size) throw errors.invalidOffset(name)
   if (length > UINT64_MAX - start) throw errors.offsetOverflow(name, length, start)
-  if (start + length > BigInt(regionBytes)) throw errors.invalidRange(name)
+  if (start + length > size) throw errors.invalidRange(name)
   if (length > MAX_VIEW_BYTES) throw errors.leaseTooLarge(name, length, MAX_VIEW_BYTES)
 }
 
