@@ -13,6 +13,7 @@
  *   lib/registry/                      the registry and the shared memory API's rules
  *   lib/store/                         where a registry's records live
  *   lib/addon/                         typed faces of the native addon
+ *   lib/http2/                         HTTP/2's framing and HPACK, the package's own
  *   lib/util/, lib/errors.ts           what every layer may use
  *
  * and `types/` (the wire and contract shapes) imports nothing of `lib/`.
@@ -29,6 +30,7 @@ const LAYERS = [
   ['registry', '^lib/registry/'],
   ['store', '^lib/store/'],
   ['addon', '^lib/addon/'],
+  ['http2', '^lib/http2/'],
   ['util', '^lib/(util/|errors\\.ts$)']
 ]
 

@@ -1,0 +1,58 @@
+/**
+ * A connection's bytes as HTTP/2 frames (RFC 9113 §4): the client's preface first, then whole
+ * frames, each handed on as its header's fields and a view of its payload (valid until the
+ * handler returns: keep a copy to hold it). What it buffers is at most one frame: a frame larger
+ * than this side's SETTINGS_MAX_FRAME_SIZE is a FRAME_SIZE_ERROR from its header alone.
+ */
+import { CONNECTION_PREFACE, ConnectionError, DEFAULT_MAX_FRAME_BYTES, ErrorCode, FRAME_HEADER_BYTES } from './protocol'
+
+export type FrameHandler = (type: number, flags: number, streamId: number, payload: Buffer) => void
+
+export class FrameReader {
+  readonly #maxFrameBytes: number
+  /** How much of the preface has arrived; its length once it has. */
+  #prefaceBytes = 0
+  /** The start of a frame that has not all arrived. */
+  #pending: Buffer | undefined
+
+  constructor (maxFrameBytes = DEFAULT_MAX_FRAME_BYTES) {
+    this.#maxFrameBytes = maxFrameBytes
+  }
+
+  /** Hands `onFrame` each frame `chunk` completes, in order. */
+  read (chunk: Buffer, onFrame: FrameHandler): void {
+    let bytes = this.#pending === undefined ? chunk : Buffer.concat([this.#pending, chunk])
+    this.#pending = undefined
+    if (this.#prefaceBytes < CONNECTION_PREFACE.length) {
+      bytes = this.#readPreface(bytes)
+    }
+    let at = 0
+    while (bytes.length - at >= FRAME_HEADER_BYTES) {
+      const length = bytes.readUIntBE(at, 3)
+      if (length > this.#maxFrameBytes) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, `frame of ${length} bytes above ${this.#maxFrameBytes}`)
+      const end = at + FRAME_HEADER_BYTES + length
+      if (end > bytes.length) break
+      onFrame(bytes[at + 3], bytes[at + 4], bytes.readUInt32BE(at + 5) & 0x7fffffff, bytes.subarray(at + FRAME_HEADER_BYTES, end))
+      at = end
+    }
+    if (at < bytes.length) this.#pending = Buffer.from(bytes.subarray(at))
+  }
+
+  /** Checks the preface's bytes in `bytes`; returns what follows them. */
+  #readPreface (bytes: Buffer): Buffer {
+    const expected = CONNECTION_PREFACE.subarray(this.#prefaceBytes)
+    const compared = Math.min(expected.length, bytes.length)
+    if (bytes.compare(expected, 0, compared, 0, compared) !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'connection preface expected')
+    this.#prefaceBytes += compared
+    return bytes.subarray(compared)
+  }
+}
+
+/** Writes a frame's header at `at`; returns where its payload goes. */
+export function writeFrameHeader (target: Buffer, at: number, length: number, type: number, flags: number, streamId: number): number {
+  target.writeUIntBE(length, at, 3)
+  target[at + 3] = type
+  target[at + 4] = flags
+  target.writeUInt32BE(streamId, at + 5)
+  return at + FRAME_HEADER_BYTES
+}
