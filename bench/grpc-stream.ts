@@ -28,10 +28,10 @@ import { grpcRegion, jsonRegion, SimpleShm } from './simple-shm'
 
 export interface GrpcStreamPlan { rounds: number, secondsPerRun: number }
 
-type Case = 'http' | 'grpcUnary' | 'grpcJsUnary' | 'grpcStream' | 'httpUnix' | 'grpcUnaryUnix' | 'floorHttp' | 'floorGrpc'
-const CASES: Case[] = ['http', 'grpcUnary', 'grpcJsUnary', 'grpcStream', 'httpUnix', 'grpcUnaryUnix', 'floorHttp', 'floorGrpc']
+type Case = 'http' | 'grpcUnary' | 'grpcJsUnary' | 'grpcStream' | 'httpUnix' | 'grpcUnaryUnix' | 'floorHttp' | 'floorGrpc' | 'floorOwnGrpc'
+const CASES: Case[] = ['http', 'grpcUnary', 'grpcJsUnary', 'grpcStream', 'httpUnix', 'grpcUnaryUnix', 'floorHttp', 'floorGrpc', 'floorOwnGrpc']
 /** The transports' own floor: not the service, nothing to check in their answers. */
-const FLOOR_CASES: Case[] = ['floorHttp', 'floorGrpc']
+const FLOOR_CASES: Case[] = ['floorHttp', 'floorGrpc', 'floorOwnGrpc']
 
 export type GrpcStreamCaseResult = CaseResult
 
@@ -47,6 +47,8 @@ export interface GrpcStreamResult {
   unixVsTcp: { http: number, grpc: number }
   /** req/s, the same lean clients against the transports' own floor: bare node:http2 / bare node:http. */
   floorGrpcVsHttp: number
+  /** req/s, the same: a server of the package's own HTTP/2 parts / bare node:http. */
+  floorOwnGrpcVsHttp: number
 }
 
 const MODEL = 'simple'
@@ -87,6 +89,7 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
   const rawUnix = modelInferClient({ socketPath: server.grpcSocket }, grpcRequest)
   const floorHttp = httpClient({ address: server.floor.http }, `/v2/models/${MODEL}/infer`, simple.wire(jsonRegion))
   const floorGrpc = modelInferClient({ address: server.floor.grpc }, grpcRequest)
+  const floorOwnGrpc = modelInferClient({ address: server.floor.ownGrpc }, grpcRequest)
   const send: Record<Case, () => Promise<unknown>> = {
     http: () => http.send(),
     grpcUnary: () => raw.send(),
@@ -95,7 +98,8 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
     httpUnix: () => httpUnix.send(),
     grpcUnaryUnix: () => rawUnix.send(),
     floorHttp: () => floorHttp.send(),
-    floorGrpc: () => floorGrpc.send()
+    floorGrpc: () => floorGrpc.send(),
+    floorOwnGrpc: () => floorOwnGrpc.send()
   }
   try {
     await simple.register(unary)
@@ -120,7 +124,8 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
         http: cases.httpUnix.requestsPerSecond / cases.http.requestsPerSecond,
         grpc: cases.grpcUnaryUnix.requestsPerSecond / cases.grpcUnary.requestsPerSecond
       },
-      floorGrpcVsHttp: cases.floorGrpc.requestsPerSecond / cases.floorHttp.requestsPerSecond
+      floorGrpcVsHttp: cases.floorGrpc.requestsPerSecond / cases.floorHttp.requestsPerSecond,
+      floorOwnGrpcVsHttp: cases.floorOwnGrpc.requestsPerSecond / cases.floorHttp.requestsPerSecond
     }
   } finally {
     await unary.unregisterSystemSharedMemory().catch(() => {})
@@ -130,6 +135,7 @@ export async function grpcStreamSuite (server: ServerProcess, plan: GrpcStreamPl
     rawUnix.close()
     floorHttp.close()
     floorGrpc.close()
+    floorOwnGrpc.close()
     unary.close()
     http.close()
     simple.dispose()
@@ -140,7 +146,8 @@ export const GRPC_STREAM_LABELS: ReadonlyArray<[Case, string]> = [
   ['http', 'HTTP (node:http, keep-alive)'], ['grpcUnary', 'gRPC ModelInfer (node:http2, lean client)'],
   ['grpcJsUnary', 'gRPC ModelInfer (grpc-js, GrpcKServeClient)'], ['grpcStream', 'gRPC ModelStreamInfer (grpc-js, one stream)'],
   ['httpUnix', 'HTTP over a Unix socket (node:http)'], ['grpcUnaryUnix', 'gRPC ModelInfer over a Unix socket (node:http2, lean client)'],
-  ['floorHttp', 'the floor: a bare node:http server (node:http)'], ['floorGrpc', 'the floor: a bare node:http2 gRPC server (node:http2, lean client)']
+  ['floorHttp', 'the floor: a bare node:http server (node:http)'], ['floorGrpc', 'the floor: a bare node:http2 gRPC server (node:http2, lean client)'],
+  ['floorOwnGrpc', 'the floor: a gRPC server of the package\'s HTTP/2 parts (lib/http2, lean client)']
 ]
 
 /** The suite's table, as `npm run bench` prints it. */
@@ -153,7 +160,8 @@ export function grpcStreamTable (result: GrpcStreamResult, plan: GrpcStreamPlan)
       `grpcVsHttpThroughput (req/s, lean ModelInfer / HTTP): ${ratio(result.grpcVsHttp)} (grpc-js ModelInfer / HTTP: ${ratio(result.grpcJsVsHttp)})`,
       `unixVsTcpThroughput (req/s, a Unix socket / TCP): HTTP ${ratio(result.unixVsTcp.http)}, gRPC ModelInfer ${ratio(result.unixVsTcp.grpc)}`,
       `transportFloorGrpcVsHttp (req/s, the same clients against bare node:http2 / bare node:http servers): ${ratio(result.floorGrpcVsHttp)}: ` +
-        'as near as unary gRPC can come to HTTP with Node on both ends',
+        'as near as unary gRPC can come to HTTP with Node on both ends; ' +
+        `transportFloorOwnGrpcVsHttp (the same, a server of the package's own HTTP/2 parts / bare node:http): ${ratio(result.floorOwnGrpcVsHttp)}`,
       `${plan.rounds} alternating rounds of ${plan.secondsPerRun} s per case; each request sent when the last one's response came (perf_analyzer's concurrency 1).`])
 }
 
@@ -169,7 +177,8 @@ if (require.main === module) {
       grpcJsVsHttpThroughput: result.grpcJsVsHttp,
       unixVsTcpThroughputHttp: result.unixVsTcp.http,
       unixVsTcpThroughputGrpc: result.unixVsTcp.grpc,
-      transportFloorGrpcVsHttp: result.floorGrpcVsHttp
+      transportFloorGrpcVsHttp: result.floorGrpcVsHttp,
+      transportFloorOwnGrpcVsHttp: result.floorOwnGrpcVsHttp
     }) + '\n')
   })
 }

@@ -33,7 +33,7 @@ export class ServerProcess {
    * the same services' Unix sockets, in a directory of the server's own; `floor`: the addresses
    * (`127.0.0.1:<port>`) of the transports' own floor (bench/transport-floor.ts). */
   private constructor (readonly child: ChildProcess, readonly url: string, readonly grpcAddress: string,
-    readonly httpSocket: string, readonly grpcSocket: string, readonly floor: { http: string, grpc: string }) {}
+    readonly httpSocket: string, readonly grpcSocket: string, readonly floor: { http: string, grpc: string, ownGrpc: string }) {}
 
   static async start (options: ServerProcessOptions = {}): Promise<ServerProcess> {
     const profile = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`]
@@ -63,7 +63,7 @@ export class ServerProcess {
       const { port, grpcPort, floor } = await waitFor(child, 'listening', START_TIMEOUT_MS)
       return new ServerProcess(child, `http://127.0.0.1:${port}`, `127.0.0.1:${grpcPort}`,
         path.join(socketDirectory, 'http.sock'), path.join(socketDirectory, 'grpc.sock'),
-        { http: `127.0.0.1:${floor.httpPort}`, grpc: `127.0.0.1:${floor.grpcPort}` })
+        { http: `127.0.0.1:${floor.httpPort}`, grpc: `127.0.0.1:${floor.grpcPort}`, ownGrpc: `127.0.0.1:${floor.ownGrpcPort}` })
     } catch (error) {
       child.kill('SIGKILL')
       throw error

@@ -12,7 +12,7 @@ export interface ServerStats {
 
 export type ParentMessage = { type: 'bare', payload: string } | { type: 'stop' }
 /** `floor`: the ports of the transports' own floor (bench/transport-floor.ts). */
-export type ChildMessage = { type: 'listening', port: number, grpcPort: number, floor: { httpPort: number, grpcPort: number } } | { type: 'bare-set' }
+export type ChildMessage = { type: 'listening', port: number, grpcPort: number, floor: { httpPort: number, grpcPort: number, ownGrpcPort: number } } | { type: 'bare-set' }
 
 /** The hand-written infer route: the model table suite's baseline. */
 export const HAND_INFER_ROUTE = '/bench/hand/models/:model/infer'

@@ -151,7 +151,7 @@ async function main () {
   if (socketDirectory !== undefined) await listenBeside(app, path.join(socketDirectory, 'http.sock'))
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('no TCP address')
-  send({ type: 'listening', port: address.port, grpcPort: app.tritonGrpc.port as number, floor: { httpPort: floor.httpPort, grpcPort: floor.grpcPort } })
+  send({ type: 'listening', port: address.port, grpcPort: app.tritonGrpc.port as number, floor: { httpPort: floor.httpPort, grpcPort: floor.grpcPort, ownGrpcPort: floor.ownGrpcPort } })
 }
 
 main().catch((error) => {

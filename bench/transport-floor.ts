@@ -4,12 +4,14 @@
  * that reads a unary gRPC call's message and answers a fixed message with its status, as little
  * as each protocol lets a server do. The same lean clients measured against them (bench/grpc-stream.ts)
  * say how near one gRPC call per request can come to one HTTP request with Node on both ends,
- * whatever the server does beside.
+ * whatever the server does beside; a third, of the package's own HTTP/2 parts
+ * (bench/own-http2-floor.ts), what the same call costs below node:http2.
  */
 import { once } from 'node:events'
 import http from 'node:http'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
+import { ownHttp2Floor } from './own-http2-floor'
 
 /** About the sizes of `simple`'s answers with its outputs in shared memory. */
 const HTTP_ANSWER = Buffer.alloc(164, 0x20)
@@ -18,6 +20,7 @@ const GRPC_MESSAGE_BYTES = 110
 export interface TransportFloorServers {
   httpPort: number
   grpcPort: number
+  ownGrpcPort: number
   close(): void
 }
 
@@ -40,15 +43,16 @@ export async function startTransportFloor (): Promise<TransportFloorServers> {
       stream.end(frame)
     })
   })
-  httpServer.listen(0, '127.0.0.1')
-  grpcServer.listen(0, '127.0.0.1')
-  await Promise.all([once(httpServer, 'listening'), once(grpcServer, 'listening')])
+  const ownGrpcServer = ownHttp2Floor(frame)
+  const servers = [httpServer, grpcServer, ownGrpcServer]
+  for (const server of servers) server.listen(0, '127.0.0.1')
+  await Promise.all(servers.map((server) => once(server, 'listening')))
   return {
     httpPort: (httpServer.address() as AddressInfo).port,
     grpcPort: (grpcServer.address() as AddressInfo).port,
+    ownGrpcPort: (ownGrpcServer.address() as AddressInfo).port,
     close: () => {
-      httpServer.close()
-      grpcServer.close()
+      for (const server of servers) server.close()
     }
   }
 }
