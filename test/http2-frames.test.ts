@@ -4,7 +4,8 @@
  * refused from its header, before its payload is held.
  */
 import t from 'tap'
-import { FrameReader, writeFrameHeader } from '../lib/http2/frame-reader'
+import { FrameReader } from '../lib/http2/frame-reader'
+import { writeFrameHeader } from '../lib/http2/frame-writer'
 import { CONNECTION_PREFACE, ConnectionError, ErrorCode, FRAME_HEADER_BYTES, FrameFlag, FrameType } from '../lib/http2/protocol'
 
 type Read = [type: number, flags: number, streamId: number, payload: string]

@@ -1,7 +1,7 @@
 /**
  * A connection's bytes as HTTP/2 frames (RFC 9113 §4): the client's preface first, then whole
- * frames, each handed on as its header's fields and a view of its payload (valid until the
- * handler returns: keep a copy to hold it). What it buffers is at most one frame: a frame larger
+ * frames, each handed on as its header's fields and a view of its payload (of bytes never
+ * reused: holding it holds them). What it buffers is at most one frame: a frame larger
  * than this side's SETTINGS_MAX_FRAME_SIZE is a FRAME_SIZE_ERROR from its header alone.
  */
 import { CONNECTION_PREFACE, ConnectionError, DEFAULT_MAX_FRAME_BYTES, ErrorCode, FRAME_HEADER_BYTES } from './protocol'
@@ -46,13 +46,4 @@ export class FrameReader {
     this.#prefaceBytes += compared
     return bytes.subarray(compared)
   }
-}
-
-/** Writes a frame's header at `at`; returns where its payload goes. */
-export function writeFrameHeader (target: Buffer, at: number, length: number, type: number, flags: number, streamId: number): number {
-  target.writeUIntBE(length, at, 3)
-  target[at + 3] = type
-  target[at + 4] = flags
-  target.writeUInt32BE(streamId, at + 5)
-  return at + FRAME_HEADER_BYTES
 }
