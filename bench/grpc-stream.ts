@@ -47,7 +47,7 @@ export interface GrpcStreamResult {
   unixVsTcp: { http: number, grpc: number }
   /** req/s, the same lean clients against the transports' own floor: bare node:http2 / bare node:http. */
   floorGrpcVsHttp: number
-  /** req/s, the same: a server of the package's own HTTP/2 parts / bare node:http. */
+  /** req/s, the same: a server of the package's own HTTP/2 / bare node:http. */
   floorOwnGrpcVsHttp: number
 }
 
@@ -147,7 +147,7 @@ export const GRPC_STREAM_LABELS: ReadonlyArray<[Case, string]> = [
   ['grpcJsUnary', 'gRPC ModelInfer (grpc-js, GrpcKServeClient)'], ['grpcStream', 'gRPC ModelStreamInfer (grpc-js, one stream)'],
   ['httpUnix', 'HTTP over a Unix socket (node:http)'], ['grpcUnaryUnix', 'gRPC ModelInfer over a Unix socket (node:http2, lean client)'],
   ['floorHttp', 'the floor: a bare node:http server (node:http)'], ['floorGrpc', 'the floor: a bare node:http2 gRPC server (node:http2, lean client)'],
-  ['floorOwnGrpc', 'the floor: a gRPC server of the package\'s HTTP/2 parts (lib/http2, lean client)']
+  ['floorOwnGrpc', 'the floor: a gRPC server of the package\'s own HTTP/2 (lib/http2, lean client)']
 ]
 
 /** The suite's table, as `npm run bench` prints it. */
@@ -161,7 +161,7 @@ export function grpcStreamTable (result: GrpcStreamResult, plan: GrpcStreamPlan)
       `unixVsTcpThroughput (req/s, a Unix socket / TCP): HTTP ${ratio(result.unixVsTcp.http)}, gRPC ModelInfer ${ratio(result.unixVsTcp.grpc)}`,
       `transportFloorGrpcVsHttp (req/s, the same clients against bare node:http2 / bare node:http servers): ${ratio(result.floorGrpcVsHttp)}: ` +
         'as near as unary gRPC can come to HTTP with Node on both ends; ' +
-        `transportFloorOwnGrpcVsHttp (the same, a server of the package's own HTTP/2 parts / bare node:http): ${ratio(result.floorOwnGrpcVsHttp)}`,
+        `transportFloorOwnGrpcVsHttp (the same, a server of the package's own HTTP/2 / bare node:http): ${ratio(result.floorOwnGrpcVsHttp)}`,
       `${plan.rounds} alternating rounds of ${plan.secondsPerRun} s per case; each request sent when the last one's response came (perf_analyzer's concurrency 1).`])
 }
 

@@ -409,7 +409,7 @@ async function main () {
     grpcStreamVsUnaryThroughput: 'req/s, simple over shm, one client, one request at a time: a grpc-js ModelStreamInfer stream / grpc-js ModelInfer calls',
     grpcVsHttpThroughput: 'req/s, simple over shm, one client, one request at a time: ModelInfer / HTTP, from lean clients ' +
       `(node:http2, node:http; grpc-js ModelInfer / HTTP: ${num(grpcStream.grpcJsVsHttp)}; the same clients against bare node:http2 / node:http servers: ` +
-      `${num(grpcStream.floorGrpcVsHttp)}; a server of the package's own HTTP/2 parts / node:http: ${num(grpcStream.floorOwnGrpcVsHttp)})`,
+      `${num(grpcStream.floorGrpcVsHttp)}; a server of the package's own HTTP/2 / node:http: ${num(grpcStream.floorOwnGrpcVsHttp)})`,
     unixVsTcpThroughputHttp: 'req/s, simple over shm, one lean HTTP client, one request at a time: over the server\'s Unix socket / over TCP',
     unixVsTcpThroughputGrpc: 'req/s, simple over shm, one lean ModelInfer client, one request at a time: over the server\'s Unix socket / over TCP',
     inferFloorCpuRatio: `server CPU per request, simple_js over shm, ${inferFloor.connections} connections: the model table's infer route / a bare Fastify route ` +

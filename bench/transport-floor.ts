@@ -4,7 +4,7 @@
  * that reads a unary gRPC call's message and answers a fixed message with its status, as little
  * as each protocol lets a server do. The same lean clients measured against them (bench/grpc-stream.ts)
  * say how near one gRPC call per request can come to one HTTP request with Node on both ends,
- * whatever the server does beside; a third, of the package's own HTTP/2 parts
+ * whatever the server does beside; a third, of the package's own HTTP/2
  * (bench/own-http2-floor.ts), what the same call costs below node:http2.
  */
 import { once } from 'node:events'
