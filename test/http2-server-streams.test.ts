@@ -7,6 +7,7 @@
 import t, { type Test } from 'tap'
 import { HeaderBlockDecoder } from '../lib/http2/header-block-decoder'
 import { HeaderBlockEncoder } from '../lib/http2/header-block-encoder'
+import { frame } from '../lib/http2/frame-writer'
 import { ErrorCode, FrameFlag, FrameType, Setting } from '../lib/http2/protocol'
 import type { Http2ServerOptions } from '../lib/http2/server-connection'
 import type { Http2ServerStream } from '../lib/http2/server-stream'
@@ -75,7 +76,7 @@ t.test('DATA past a paused stream\'s window: RST_STREAM FLOW_CONTROL_ERROR, the 
   t.same(closes, [ErrorCode.FLOW_CONTROL_ERROR])
 })
 
-t.test('frames to be ignored are: a closed stream\'s DATA and WINDOW_UPDATE, PRIORITY, unknown types, GOAWAY, PING acknowledgements', async (t) => {
+t.test('frames to be ignored are: a closed stream\'s DATA, WINDOW_UPDATE and RST_STREAM, PRIORITY, unknown types, GOAWAY, PING acknowledgements', async (t) => {
   const { client, send } = await connected(t, (stream) => {
     stream.onEnd = () => stream.respond([':status', '200'], true)
   })
@@ -83,6 +84,7 @@ t.test('frames to be ignored are: a closed stream\'s DATA and WINDOW_UPDATE, PRI
     [FrameType.HEADERS, HEADERS_END | FrameFlag.PRIORITY | FrameFlag.PADDED, 1, Buffer.concat([Buffer.from([2, 0, 0, 0, 0, 16]), block(), Buffer.alloc(2)])],
     [FrameType.DATA, 0, 1, Buffer.alloc(10)],
     [FrameType.WINDOW_UPDATE, 0, 1, word(10)],
+    [FrameType.RST_STREAM, 0, 1, word(ErrorCode.CANCEL)],
     [FrameType.PRIORITY, 0, 1, Buffer.alloc(5)],
     [0x42, 0, 0, Buffer.alloc(3)],
     [FrameType.PING, FrameFlag.ACK, 0, ping],
@@ -96,13 +98,14 @@ t.test('frames to be ignored are: a closed stream\'s DATA and WINDOW_UPDATE, PRI
   t.ok(isPingAck(await client.next() as ReadFrame), 'the PING is answered, and nothing came between')
 })
 
-t.test('a header block over HEADERS and two CONTINUATION frames, with a priority: one request', async (t) => {
+t.test('a header block over HEADERS and CONTINUATION frames, empty ones among them, with a priority: one request', async (t) => {
   const paths: string[] = []
   const { client, send } = await connected(t, (stream) => { paths.push(stream.headers[':path']) })
   const whole = block([...REQUEST, 'x-long', 'v'.repeat(100)])
   send([
     [FrameType.HEADERS, FrameFlag.PRIORITY, 1, Buffer.concat([Buffer.from([0, 0, 0, 0, 16]), whole.subarray(0, 10)])],
     [FrameType.CONTINUATION, 0, 1, whole.subarray(10, 50)],
+    ...Array.from({ length: 1000 }, (): Sent => [FrameType.CONTINUATION, 0, 1, Buffer.alloc(0)]),
     [FrameType.CONTINUATION, FrameFlag.END_HEADERS, 1, whole.subarray(50)],
     [FrameType.PING, 0, 0, ping]
   ])
@@ -289,4 +292,19 @@ t.test('the connection\'s window is raised up front to the option\'s size, never
   }
   t.same(await opening({}), [[FrameType.SETTINGS, 0, 0], [FrameType.WINDOW_UPDATE, 0, 1_048_576 - 65_535], [FrameType.SETTINGS, FrameFlag.ACK, 0], [FrameType.PING, FrameFlag.ACK, 0]])
   t.same(await opening({ connectionWindowBytes: 1000 }), [[FrameType.SETTINGS, 0, 0], [FrameType.SETTINGS, FrameFlag.ACK, 0], [FrameType.PING, FrameFlag.ACK, 0]])
+})
+
+t.test('a client resetting open streams past a burst of 1,000: GOAWAY ENHANCE_YOUR_CALM', async (t) => {
+  let opened = 0
+  const { client } = await connected(t, () => { opened++ })
+  // Each stream opened and reset at once, as the rapid reset attack does. The burst is refilled at
+  // 33 a second: 2,000 resets would need 30 s of refills to pass.
+  const frames: Buffer[] = []
+  for (let streamId = 1; streamId < 4000; streamId += 2) {
+    frames.push(frame(FrameType.HEADERS, FrameFlag.END_HEADERS, streamId, block()), frame(FrameType.RST_STREAM, 0, streamId, word(ErrorCode.CANCEL)))
+  }
+  client.socket.write(Buffer.concat(frames))
+  const goaway = await client.next((read) => read.type === FrameType.GOAWAY)
+  t.equal(goaway?.payload.readUInt32BE(4), ErrorCode.ENHANCE_YOUR_CALM)
+  t.ok(opened > 1000 && opened < 2000, `the connection went once the burst was spent (${opened} streams)`)
 })

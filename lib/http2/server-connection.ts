@@ -8,7 +8,8 @@
  * too, CONTINUATION included), streams by `maxConcurrentStreams` (one more is refused), a
  * stream's unread DATA by its window, and what this side has queued for a client that does not
  * read by `maxQueuedBytes` of control frames (PING and SETTINGS answers): past it the connection
- * is dropped. Every protocol error ends the connection with GOAWAY and its code, nothing more.
+ * is dropped, as it is for a client resetting open streams faster than 33 a second after a burst
+ * of 1,000. Every protocol error ends the connection with GOAWAY and its code, nothing more.
  */
 import type { Socket } from 'node:net'
 import { FrameReader } from './frame-reader'
@@ -18,6 +19,7 @@ import { HeaderBlockEncoder } from './header-block-encoder'
 import { ConnectionError, DEFAULT_MAX_FRAME_BYTES, ErrorCode, FrameFlag, FrameType, Setting } from './protocol'
 import { requestHeaders } from './request-headers'
 import { Http2ServerStream } from './server-stream'
+import { TokenBucket } from './token-bucket'
 
 export interface Http2ServerOptions {
   /** Streams open at once (SETTINGS_MAX_CONCURRENT_STREAMS); default 100. */
@@ -33,6 +35,11 @@ export interface Http2ServerOptions {
   /** Told of an error a stream's consumer threw, after its connection is closed (INTERNAL_ERROR). */
   onError?: (error: unknown) => void
 }
+
+/** Open streams a client may reset at once, and then each second, before its connection is
+ * dropped (nghttp2's defaults since the rapid reset attack). */
+const RESET_BURST = 1000
+const RESETS_PER_SECOND = 33
 
 /** HTTP/2's initial windows, the largest window and the range of frame sizes (RFC 9113 §6.5.2, §6.9). */
 const INITIAL_WINDOW_BYTES = 65_535
@@ -62,6 +69,7 @@ export class Http2ServerConnection {
   readonly #streams = new Map<number, Http2ServerStream>()
   /** Streams waiting for a window to send in. */
   readonly #blocked = new Set<Http2ServerStream>()
+  readonly #resets = new TokenBucket(RESET_BURST, RESETS_PER_SECOND)
   #lastStreamId = 0
   #settingsReceived = false
   #partial: PartialBlock | undefined
@@ -216,7 +224,8 @@ export class Http2ServerConnection {
   #continuation (flags: number, streamId: number, payload: Buffer): void {
     const partial = this.#partial
     if (partial === undefined || partial.streamId !== streamId) throw protocolError('CONTINUATION without its HEADERS')
-    partial.parts.push(payload)
+    // Empty frames add nothing to hold (a flood of them costs the client its bytes alone).
+    if (payload.length > 0) partial.parts.push(payload)
     partial.bytes += payload.length
     this.#checkBlockSize()
     if (flags & FrameFlag.END_HEADERS) this.#headerBlock()
@@ -283,7 +292,9 @@ export class Http2ServerConnection {
     if (payload.length !== 4) throw frameSizeError('RST_STREAM not of 4 bytes')
     if (streamId > this.#lastStreamId) throw protocolError(`RST_STREAM on idle stream ${streamId}`)
     const stream = this.#streams.get(streamId)
-    if (stream !== undefined) this.closeStream(stream, payload.readUInt32BE(0))
+    if (stream === undefined) return
+    if (!this.#resets.take()) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'streams reset faster than the limit')
+    this.closeStream(stream, payload.readUInt32BE(0))
   }
 
   #settings (flags: number, streamId: number, payload: Buffer): void {
