@@ -12,22 +12,11 @@ import { HeaderBlockEncoder } from '../lib/http2/header-block-encoder'
 import { ErrorCode, FrameFlag, FrameType, Setting } from '../lib/http2/protocol'
 import type { Http2ServerOptions } from '../lib/http2/server-connection'
 import type { Http2ServerStream } from '../lib/http2/server-stream'
-import { http2Server, rawHttp2Client, type ReadFrame } from './helpers/http2-peers'
+import { http2Server, rawHttp2Client, type ReadFrame, setting, word } from './helpers/http2-peers'
 import { bounded } from './helpers/sync'
 
 const REQUEST = [':method', 'POST', ':scheme', 'http', ':path', '/echo', 'content-type', 'application/grpc']
 const block = (fields: string[] = REQUEST) => new HeaderBlockEncoder().encode(fields)
-const word = (value: number) => {
-  const bytes = Buffer.alloc(4)
-  bytes.writeUInt32BE(value)
-  return bytes
-}
-const setting = (id: number, value: number) => {
-  const bytes = Buffer.alloc(6)
-  bytes.writeUInt16BE(id)
-  bytes.writeUInt32BE(value, 2)
-  return bytes
-}
 const isGoaway = (read: ReadFrame) => read.type === FrameType.GOAWAY
 const goawayCode = (read: ReadFrame | undefined) => read?.payload.readUInt32BE(4)
 

@@ -13,6 +13,21 @@ import { CONNECTION_PREFACE, FrameType } from '../../lib/http2/protocol'
 import { Http2ServerConnection, type Http2ServerOptions } from '../../lib/http2/server-connection'
 import type { Http2ServerStream } from '../../lib/http2/server-stream'
 
+/** A WINDOW_UPDATE's increment, or RST_STREAM's error code. */
+export const word = (value: number) => {
+  const bytes = Buffer.alloc(4)
+  bytes.writeUInt32BE(value)
+  return bytes
+}
+
+/** One setting of a SETTINGS frame's payload. */
+export const setting = (id: number, value: number) => {
+  const bytes = Buffer.alloc(6)
+  bytes.writeUInt16BE(id)
+  bytes.writeUInt32BE(value, 2)
+  return bytes
+}
+
 export async function http2Server (t: Test, onStream: (stream: Http2ServerStream) => void, options: Http2ServerOptions = {}) {
   const connections: Http2ServerConnection[] = []
   const sockets = new Set<net.Socket>()
