@@ -18,7 +18,7 @@ import { HeaderBlockDecoder } from './header-block-decoder'
 import { HeaderBlockEncoder } from './header-block-encoder'
 import { ConnectionError, DEFAULT_MAX_FRAME_BYTES, ErrorCode, FrameFlag, FrameType, Setting } from './protocol'
 import { requestHeaders } from './request-headers'
-import { Http2ServerStream } from './server-stream'
+import { Http2ServerStream, type StreamConnection } from './server-stream'
 import { TokenBucket } from './token-bucket'
 
 export interface Http2ServerOptions {
@@ -52,7 +52,7 @@ interface PartialBlock { streamId: number, endStream: boolean, parts: Buffer[], 
 const protocolError = (message: string) => new ConnectionError(ErrorCode.PROTOCOL_ERROR, message)
 const frameSizeError = (message: string) => new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, message)
 
-export class Http2ServerConnection {
+export class Http2ServerConnection implements StreamConnection {
   /** What the streams may still send, over the connection. */
   sendWindow = INITIAL_WINDOW_BYTES
   readonly streamWindowBytes: number

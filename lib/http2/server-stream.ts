@@ -6,9 +6,21 @@
  * Its receive window is its memory bound: the client may send no more than the window this side
  * grants, and a paused stream grants none until it is resumed.
  */
-import type { Http2ServerConnection } from './server-connection'
 import { ErrorCode, FrameType } from './protocol'
 import type { RequestHeaders } from './request-headers'
+
+/** What a stream asks of its connection (server-connection.ts). */
+export interface StreamConnection {
+  readonly sendWindow: number
+  readonly streamWindowBytes: number
+  sendHeaders(streamId: number, fields: readonly string[], endStream: boolean): void
+  /** Sends as much of `data` as one frame and the connection's window take; returns how much. */
+  sendData(streamId: number, data: Buffer, endStream: boolean): number
+  sendWord(type: number, streamId: number, value: number): void
+  resetStream(streamId: number, code: number): void
+  blocked(stream: Http2ServerStream): void
+  closeStream(stream: Http2ServerStream, code: number): void
+}
 
 export class Http2ServerStream {
   readonly id: number
@@ -26,7 +38,7 @@ export class Http2ServerStream {
   /** Flow control: what this side may still send, and what the client may. */
   sendWindow: number
   receiveWindow: number
-  readonly #connection: Http2ServerConnection
+  readonly #connection: StreamConnection
   /** DATA this side has queued and the windows have not let out yet. */
   readonly #pending: Buffer[] = []
   /** What ends the stream once the pending DATA is out: trailers, or END_STREAM on empty DATA. */
@@ -36,7 +48,7 @@ export class Http2ServerStream {
   /** Received bytes not yet granted back to the client. */
   #ungranted = 0
 
-  constructor (connection: Http2ServerConnection, id: number, headers: RequestHeaders, sendWindow: number, receiveWindow: number) {
+  constructor (connection: StreamConnection, id: number, headers: RequestHeaders, sendWindow: number, receiveWindow: number) {
     this.#connection = connection
     this.id = id
     this.headers = headers
