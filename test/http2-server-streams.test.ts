@@ -35,6 +35,8 @@ const streamErrors: Array<[string, Sent[], number, Http2ServerOptions?]> = [
   ['a stream past the limit of open ones',
     [[FrameType.HEADERS, FrameFlag.END_HEADERS, 1, block()], [FrameType.HEADERS, HEADERS_END, 3, block()]], ErrorCode.REFUSED_STREAM, { maxConcurrentStreams: 1 }],
   ['a malformed request', [[FrameType.HEADERS, HEADERS_END, 1, block([...REQUEST, 'X-Upper', 'a'])]], ErrorCode.PROTOCOL_ERROR],
+  ['HEADERS on a closed stream (here one implicitly closed: a lower number than one opened)',
+    [[FrameType.HEADERS, FrameFlag.END_HEADERS, 3, block()], [FrameType.HEADERS, HEADERS_END, 1, block()]], ErrorCode.STREAM_CLOSED],
   ['DATA after the client ended its stream', [[FrameType.HEADERS, HEADERS_END, 1, block()], [FrameType.DATA, 0, 1, Buffer.alloc(1)]], ErrorCode.STREAM_CLOSED],
   ['PRIORITY not of 5 bytes', [[FrameType.HEADERS, FrameFlag.END_HEADERS, 1, block()], [FrameType.PRIORITY, 0, 1, Buffer.alloc(4)]], ErrorCode.FRAME_SIZE_ERROR],
   ['WINDOW_UPDATE of 0 on a stream', [[FrameType.HEADERS, FrameFlag.END_HEADERS, 1, block()], [FrameType.WINDOW_UPDATE, 0, 1, word(0)]], ErrorCode.PROTOCOL_ERROR],
@@ -52,6 +54,19 @@ for (const [what, frames, code, options] of streamErrors) {
     t.same((await client.next())?.payload, ping, 'a PING is still answered, and nothing came before it')
   })
 }
+
+t.test('trailers still on their way to a stream this side reset: that stream refused again, the connection going on', async (t) => {
+  const { client, send } = await connected(t)
+  send([
+    [FrameType.HEADERS, FrameFlag.END_HEADERS, 1, block([...REQUEST, 'X-Upper', 'a'])],
+    [FrameType.HEADERS, HEADERS_END, 1, block(['x-trailer', 'b'])],
+    [FrameType.PING, 0, 0, ping]
+  ])
+  const resets = [await client.next(), await client.next()]
+  t.same(resets.map((read) => [read?.type, read?.streamId, read?.payload.readUInt32BE(0)]),
+    [[FrameType.RST_STREAM, 1, ErrorCode.PROTOCOL_ERROR], [FrameType.RST_STREAM, 1, ErrorCode.STREAM_CLOSED]])
+  t.same((await client.next())?.payload, ping, 'a PING is still answered')
+})
 
 t.test('DATA past a paused stream\'s window: RST_STREAM FLOW_CONTROL_ERROR, the stream closed with it', async (t) => {
   const closes: number[] = []

@@ -247,7 +247,9 @@ export class Http2ServerConnection implements StreamConnection {
       open.endedRemotely()
       return
     }
-    if (streamId <= this.#lastStreamId) throw new ConnectionError(ErrorCode.STREAM_CLOSED, `HEADERS on closed stream ${streamId}`)
+    // A closed stream's (one this side reset may still have trailers on their way, §5.1): its
+    // block is decoded, for the table's sake, and the stream refused, the connection going on.
+    if (streamId <= this.#lastStreamId) return this.sendWord(FrameType.RST_STREAM, streamId, ErrorCode.STREAM_CLOSED)
     this.#lastStreamId = streamId
     if (list.bytes > this.#maxHeaderListBytes) return this.sendWord(FrameType.RST_STREAM, streamId, ErrorCode.ENHANCE_YOUR_CALM)
     if (this.#streams.size >= this.#maxConcurrentStreams) return this.sendWord(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM)
