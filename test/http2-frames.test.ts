@@ -5,17 +5,10 @@
  */
 import t from 'tap'
 import { FrameReader } from '../lib/http2/frame-reader'
-import { writeFrameHeader } from '../lib/http2/frame-writer'
+import { frame } from '../lib/http2/frame-writer'
 import { CONNECTION_PREFACE, ConnectionError, ErrorCode, FRAME_HEADER_BYTES, FrameFlag, FrameType } from '../lib/http2/protocol'
 
 type Read = [type: number, flags: number, streamId: number, payload: string]
-
-const frame = (type: number, flags: number, streamId: number, payload: Buffer) => {
-  const bytes = Buffer.alloc(FRAME_HEADER_BYTES + payload.length)
-  t.equal(writeFrameHeader(bytes, 0, payload.length, type, flags, streamId), FRAME_HEADER_BYTES)
-  payload.copy(bytes, FRAME_HEADER_BYTES)
-  return bytes
-}
 
 /** What `reader` hands on from `chunks`, read in turn. */
 function readAll (reader: FrameReader, chunks: Buffer[]): Read[] {
@@ -33,6 +26,11 @@ const expected: Read[] = [
   [FrameType.HEADERS, FrameFlag.END_HEADERS, 1, '8286'],
   [FrameType.DATA, FrameFlag.END_STREAM, 1, '07'.repeat(300)]
 ]
+
+t.test('a frame\'s bytes: a 24-bit length, its type, its flags, a 31-bit stream, its payload', async (t) => {
+  t.equal(frame(FrameType.HEADERS, FrameFlag.END_HEADERS, 0x01020304, Buffer.from('8286', 'hex')).toString('hex'), '000002' + '01' + '04' + '01020304' + '8286')
+  t.equal(frame(FrameType.DATA, 0, 1, Buffer.alloc(70_000)).subarray(0, 3).toString('hex'), '011170', '70,000 in three bytes')
+})
 
 t.test('a connection\'s bytes in one chunk, byte by byte, and split at every point', async (t) => {
   t.same(readAll(new FrameReader(), [stream]), expected)

@@ -10,16 +10,10 @@ import net, { type AddressInfo } from 'node:net'
 import fc from 'fast-check'
 import t from 'tap'
 import { FrameReader } from '../lib/http2/frame-reader'
-import { writeFrameHeader } from '../lib/http2/frame-writer'
+import { frame } from '../lib/http2/frame-writer'
 import { HeaderBlockDecoder } from '../lib/http2/header-block-decoder'
 import { HeaderBlockEncoder } from '../lib/http2/header-block-encoder'
-import { FRAME_HEADER_BYTES, FrameFlag, FrameType, Setting } from '../lib/http2/protocol'
-
-const frame = (type: number, flags: number, streamId: number, payload: Buffer) => {
-  const bytes = Buffer.alloc(FRAME_HEADER_BYTES + payload.length)
-  payload.copy(bytes, writeFrameHeader(bytes, 0, payload.length, type, flags, streamId))
-  return bytes
-}
+import { FrameFlag, FrameType, Setting } from '../lib/http2/protocol'
 
 /** A HEADERS frame's block, without its padding and priority fields. */
 function headerBlock (flags: number, payload: Buffer): Buffer {
