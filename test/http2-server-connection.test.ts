@@ -69,8 +69,9 @@ t.test('a paused stream holds its client to the window it granted, and reads on 
       if (!resumed && received > 65_535) heldToWindow = false
       // All the window allowed has come: the client can send no more until it is granted more.
       if (received === 65_535) {
-        resumed = true
+        resumed = stream.paused
         stream.resume()
+        resumed &&= !stream.paused
       }
     }
     stream.onEnd = () => {
@@ -84,9 +85,45 @@ t.test('a paused stream holds its client to the window it granted, and reads on 
   request.end(Buffer.alloc(300_000))
   request.resume()
   await bounded(once(request, 'end'), 'the answer')
-  t.ok(resumed, 'the whole window came while paused')
+  t.ok(resumed, 'the whole window came while paused (as `paused` said), then resumed')
   t.ok(heldToWindow, 'and no more')
   t.equal(received, 300_000, 'all came once resumed')
+})
+
+const HEADERS_END = FrameFlag.END_HEADERS | FrameFlag.END_STREAM
+t.test('shutdown: GOAWAY naming the last stream begun, a later one refused, the open one answered, then the end', async (t) => {
+  const closes: number[] = []
+  const server = await http2Server(t, (stream) => {
+    echoLength(stream)
+    stream.onClose = (code) => closes.push(code)
+  })
+  const client = await rawHttp2Client(t, server.port)
+  client.preface()
+  client.send(FrameType.HEADERS, FrameFlag.END_HEADERS, 1, block())
+  client.send(FrameType.PING, 0, 0, Buffer.alloc(8))
+  await client.next((read) => read.type === FrameType.PING)
+  const connection = server.connections[0]
+  connection.shutdown()
+  connection.shutdown()
+  const goaway = await client.next(isGoaway)
+  t.same([goaway?.payload.readUInt32BE(0), goawayCode(goaway)], [1, ErrorCode.NO_ERROR], 'GOAWAY names stream 1, without an error')
+  client.send(FrameType.HEADERS, HEADERS_END, 3, block())
+  const refused = await client.next((read) => read.type === FrameType.RST_STREAM)
+  t.same([refused?.streamId, refused?.payload.readUInt32BE(0)], [3, ErrorCode.REFUSED_STREAM], 'a stream begun after it is refused')
+  t.equal(connection.openStreams, 1, 'the open one goes on')
+  client.send(FrameType.DATA, FrameFlag.END_STREAM, 1, Buffer.alloc(10))
+  const answered: number[] = []
+  for (let read = await client.next(); read !== undefined; read = await client.next()) answered.push(read.type)
+  t.same(answered, [FrameType.HEADERS, FrameType.DATA, FrameType.HEADERS, FrameType.GOAWAY], 'its answer, then GOAWAY again and the end')
+  t.same(closes, [ErrorCode.NO_ERROR], 'it closed without an error')
+
+  const idle = await rawHttp2Client(t, server.port)
+  idle.preface()
+  idle.send(FrameType.PING, 0, 0, Buffer.alloc(8))
+  await idle.next((read) => read.type === FrameType.PING)
+  server.connections[1].shutdown()
+  t.equal(goawayCode(await idle.next(isGoaway)), ErrorCode.NO_ERROR, 'an idle connection: GOAWAY')
+  t.equal(await idle.next(), undefined, 'and its end at once')
 })
 
 /** A promise and its resolver. */
@@ -136,7 +173,6 @@ t.test('a client\'s reset, its connection\'s end and the server\'s close reach t
 })
 
 type Sent = [type: number, flags: number, streamId: number, payload?: Buffer]
-const HEADERS_END = FrameFlag.END_HEADERS | FrameFlag.END_STREAM
 const ping = Buffer.alloc(8, 1)
 
 /** Connection errors: what the raw client sends after its preface and SETTINGS, and the code of

@@ -186,6 +186,37 @@ t.test('what a stream sends is framed to the peer\'s settings and held to its wi
   t.equal(sizes.reduce((a, b) => a + b) + 20_000, 40_000)
 })
 
+t.test('DATA held by a window is pending; once it is all out, the stream\'s consumer is told, once', async (t) => {
+  const streams: Http2ServerStream[] = []
+  const { client, send } = await connected(t, (stream) => { streams.push(stream) })
+  send([
+    [FrameType.SETTINGS, 0, 0, setting(Setting.INITIAL_WINDOW_SIZE, 100)],
+    [FrameType.HEADERS, HEADERS_END, 1, block()]
+  ])
+  await client.next((read) => read.type === FrameType.SETTINGS && (read.flags & FrameFlag.ACK) !== 0)
+  const stream = streams[0]
+  let drains = 0
+  stream.onDrain = () => drains++
+  stream.respond([':status', '200'])
+  stream.write(Buffer.alloc(60))
+  t.same([stream.pendingBytes, drains], [0, 0], 'what the window takes goes out: nothing pending, nothing to tell')
+  stream.write(Buffer.alloc(100))
+  t.same([stream.pendingBytes, drains], [60, 0], 'past the window: pending')
+  const windowUpdate = async (bytes: number) => {
+    send([[FrameType.WINDOW_UPDATE, 0, 1, word(bytes)], [FrameType.PING, 0, 0, ping]])
+    await client.next(isPingAck)
+  }
+  await windowUpdate(30)
+  t.same([stream.pendingBytes, drains], [30, 0], 'part of it let out')
+  await windowUpdate(1000)
+  t.same([stream.pendingBytes, drains], [0, 1], 'all of it: told')
+  await windowUpdate(1000)
+  t.equal(drains, 1, 'once')
+  t.notOk(stream.closed, 'the stream is open: this side has not ended it')
+  stream.end()
+  t.ok(stream.closed, 'ended by both sides: closed')
+})
+
 t.test('a larger SETTINGS_MAX_FRAME_SIZE: DATA frames of that size', async (t) => {
   const { client, send } = await connected(t, (stream) => {
     stream.respond([':status', '200'])

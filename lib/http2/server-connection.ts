@@ -82,6 +82,8 @@ export class Http2ServerConnection implements StreamConnection {
   #out: Buffer[] = []
   #flushScheduled = false
   #closed = false
+  /** GOAWAY sent: the connection ends with its last stream. */
+  #shuttingDown = false
 
   constructor (socket: Socket, onStream: (stream: Http2ServerStream) => void, options: Http2ServerOptions = {}) {
     this.#socket = socket
@@ -110,6 +112,15 @@ export class Http2ServerConnection implements StreamConnection {
   /** The streams open now. */
   get openStreams (): number {
     return this.#streams.size
+  }
+
+  /** Starts no more streams (GOAWAY with the last one begun; a later one is refused) and ends the
+   * connection once the open ones are over. */
+  shutdown (): void {
+    if (this.#closed || this.#shuttingDown) return
+    this.#shuttingDown = true
+    if (this.#streams.size === 0) return this.close()
+    this.#send(goawayFrame(this.#lastStreamId, ErrorCode.NO_ERROR))
   }
 
   /** Ends the connection: GOAWAY with `code` and the last stream begun, then the socket. */
@@ -159,6 +170,7 @@ export class Http2ServerConnection implements StreamConnection {
     stream.localEnded = true
     stream.remoteEnded = true
     stream.onClose(code)
+    if (this.#shuttingDown && this.#streams.size === 0) this.close()
   }
 
   #send (bytes: Buffer): void {
@@ -252,7 +264,7 @@ export class Http2ServerConnection implements StreamConnection {
     if (streamId <= this.#lastStreamId) return this.sendWord(FrameType.RST_STREAM, streamId, ErrorCode.STREAM_CLOSED)
     this.#lastStreamId = streamId
     if (list.bytes > this.#maxHeaderListBytes) return this.sendWord(FrameType.RST_STREAM, streamId, ErrorCode.ENHANCE_YOUR_CALM)
-    if (this.#streams.size >= this.#maxConcurrentStreams) return this.sendWord(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM)
+    if (this.#shuttingDown || this.#streams.size >= this.#maxConcurrentStreams) return this.sendWord(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM)
     const headers = requestHeaders(list.fields)
     if (typeof headers === 'string') return this.sendWord(FrameType.RST_STREAM, streamId, ErrorCode.PROTOCOL_ERROR)
     const stream = new Http2ServerStream(this, streamId, headers, this.#peerStreamWindow, this.streamWindowBytes)

@@ -31,6 +31,8 @@ export class Http2ServerStream {
   onEnd: () => void = () => {}
   /** The stream is over: `code` is NO_ERROR when both sides ended it, else why it was reset. */
   onClose: (code: number) => void = () => {}
+  /** DATA that waited for a window is all out (the windows let it into the connection's writes). */
+  onDrain: () => void = () => {}
   /** The client's side is over (END_STREAM received). */
   remoteEnded = false
   /** This side sent END_STREAM, or reset the stream. */
@@ -41,6 +43,9 @@ export class Http2ServerStream {
   readonly #connection: StreamConnection
   /** DATA this side has queued and the windows have not let out yet. */
   readonly #pending: Buffer[] = []
+  #pendingBytes = 0
+  /** Pending DATA waited for a window: its consumer hears when it is all out. */
+  #waiting = false
   /** What ends the stream once the pending DATA is out: trailers, or END_STREAM on empty DATA. */
   #ending: string[] | 'data' | undefined
   #headersSent = false
@@ -69,7 +74,10 @@ export class Http2ServerStream {
   write (data: Buffer): void {
     if (this.localEnded || this.#ending !== undefined) return
     if (!this.#headersSent) throw new Error('response headers not sent')
-    if (data.length > 0) this.#pending.push(data)
+    if (data.length > 0) {
+      this.#pending.push(data)
+      this.#pendingBytes += data.length
+    }
     this.flush()
   }
 
@@ -85,7 +93,22 @@ export class Http2ServerStream {
   reset (code: number = ErrorCode.CANCEL): void {
     if (this.localEnded && this.remoteEnded) return
     this.#pending.length = 0
+    this.#pendingBytes = 0
     this.#connection.resetStream(this.id, code)
+  }
+
+  /** Both sides are over: ended, or reset. */
+  get closed (): boolean {
+    return this.localEnded && this.remoteEnded
+  }
+
+  /** DATA queued that the windows have not let out yet. */
+  get pendingBytes (): number {
+    return this.#pendingBytes
+  }
+
+  get paused (): boolean {
+    return this.#paused
   }
 
   /** Stops granting the client window: it sends no more than it may already. */
@@ -102,12 +125,20 @@ export class Http2ServerStream {
   flush (): void {
     while (this.#pending.length > 0) {
       const sendable = Math.min(this.sendWindow, this.#connection.sendWindow)
-      if (sendable <= 0) return this.#connection.blocked(this)
+      if (sendable <= 0) {
+        this.#waiting = true
+        return this.#connection.blocked(this)
+      }
       const data = this.#pending[0]
       const sent = this.#connection.sendData(this.id, data.subarray(0, sendable), false)
       this.sendWindow -= sent
+      this.#pendingBytes -= sent
       if (sent === data.length) this.#pending.shift()
       else this.#pending[0] = data.subarray(sent)
+    }
+    if (this.#waiting) {
+      this.#waiting = false
+      this.onDrain()
     }
     const ending = this.#ending
     if (ending === undefined) return
