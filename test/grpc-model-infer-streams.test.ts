@@ -1,20 +1,21 @@
 /**
- * The plugin's listener serves unary ModelInfer on the call's HTTP/2 stream itself, below grpc-js:
+ * The plugin's listener serves unary ModelInfer on the call's HTTP/2 stream itself, without grpc-js:
  * over real connections, a client cannot tell it from grpc-js (the same headers, message, trailers
  * and texts as a grpc-js server with `modelInferHandler` sends for the same call), the message is
  * read however its bytes are split into frames, and what a unary call must not be (no message,
  * two, a compressed one without its encoding, an answer past the send limit) ends with its status.
- * Calls it does not take (compressed, with a deadline, not gRPC) stay grpc-js's.
+ * Calls it does not take (compressed, with a deadline, not gRPC) are relayed to grpc-js.
  */
 import http2 from 'node:http2'
 import { once } from 'node:events'
 import { type AddressInfo, createServer } from 'node:net'
-import { Server, ServerCredentials, status } from '@grpc/grpc-js'
+import { status } from '@grpc/grpc-js'
 import t, { type Test } from 'tap'
 import { inferenceService } from '../lib/grpc'
 import { MODEL_INFER_PATH, modelInferStreams } from '../lib/grpc/model-infer-streams'
-import { offerStreamsFirst } from '../lib/grpc/streams-first'
+import { Http2ServerConnection } from '../lib/http2/server-connection'
 import { Registry } from '../lib/index'
+import { pendingChecks } from '../lib/util/periodic-checks'
 import { RestrictedFeatures } from '../lib/util/restricted-features'
 import { listenGrpcPlugin, modelTable, startHostServer } from './helpers/grpc'
 import { sumModel } from './helpers/kserve'
@@ -140,30 +141,29 @@ t.test('restricted inference: refused without its key, as grpc-js\'s handler ref
   }
 })
 
-t.test('an answer past the send limit is RESOURCE_EXHAUSTED; a stream on a connection the server did not accept is served unwatched', async (t) => {
+t.test('an answer past the send limit is RESOURCE_EXHAUSTED, as is a message past the receive limit; a call\'s send watch ends with it', async (t) => {
   const registry = new Registry()
   t.teardown(() => registry.close())
-  const server = new Server()
-  t.ok(offerStreamsFirst(server, modelInferStreams({
+  const take = modelInferStreams({
     registry,
     models: modelTable([sumModel('simple', 'INT32', [1, -1])]),
     maxMessageBytes: 1024,
     maxSendMessageBytes: 512,
     restrictions: new RestrictedFeatures([], 'grpc', 'test'),
     sendTimeoutMs: 1000,
-    socketOf: () => undefined,
     dropped: () => t.fail('nothing is dropped')
-  })), 'this grpc-js makes its HTTP/2 servers where the listener can see their streams')
-  const injector = server.createConnectionInjector(ServerCredentials.createInsecure())
-  const listener = createServer((socket) => injector.injectConnection(socket))
+  })
+  const listener = createServer((socket) => new Http2ServerConnection(socket, (stream) => {
+    if (!take(stream, socket)) t.fail('every call here is a ModelInfer')
+  }))
   listener.listen(0, '127.0.0.1')
   await once(listener, 'listening')
-  t.teardown(() => {
-    listener.close()
-    server.forceShutdown()
-  })
+  t.teardown(() => { listener.close() })
   const port = (listener.address() as AddressInfo).port
   t.equal((await exchange(t, port, [framed(sumOf(16))])).trailers?.['grpc-status'], '0', 'an answer of 200 bytes or so: sent')
+  // Its stream closed as its answer went out, within the call that sent it: the answer's send
+  // watch ended with it, never to drop the connection later.
+  t.equal(pendingChecks(), 0, 'no watch outlives its call')
   const big = await exchange(t, port, [framed(sumOf(64))])
   t.equal(big.headers['grpc-status'], String(status.RESOURCE_EXHAUSTED), 'one of 600 or so: refused')
   t.match(decodeURI(String(big.headers['grpc-message'])), /^Sent message larger than max \(\d+ vs\. 512\)$/, 'grpc-js\'s text')
@@ -171,11 +171,4 @@ t.test('an answer past the send limit is RESOURCE_EXHAUSTED; a stream on a conne
   const tooLarge = await exchange(t, port, [framed(Buffer.alloc(2048))])
   t.same([tooLarge.headers['grpc-status'], decodeURI(String(tooLarge.headers['grpc-message']))],
     [String(status.RESOURCE_EXHAUSTED), 'Received message larger than max (2048 vs 1024)'])
-})
-
-t.test('a grpc-js without the server method the listener hooks keeps every call its own', async (t) => {
-  const server = new Server()
-  Object.defineProperty(server, 'createHttp2Server', { value: undefined })
-  t.equal(offerStreamsFirst(server, () => t.fail('never offered a stream') as never), false)
-  server.forceShutdown()
 })

@@ -1,18 +1,20 @@
 /**
  * The receive timeout: a gRPC call that does not send its request in time is cancelled. First the
- * rule itself, on a bare node:http2 server's streams (`watchReceiving`); then the plugin's
+ * rule itself, on the streams of a bare server of the package's HTTP/2 (`watchReceiving`); then the plugin's
  * listener, over real connections on 127.0.0.1, whoever serves the call (its own ModelInfer,
  * grpc-js's compressed calls and streams): the client sees its stream reset, what the call held
  * is given back, the cancel is logged, and the listener serves others.
  */
 import { once } from 'node:events'
 import http2 from 'node:http2'
-import type { AddressInfo } from 'node:net'
+import { type AddressInfo, createServer } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import { inferenceService } from '../lib/grpc'
 import { watchReceiving } from '../lib/grpc/receive-timeout'
+import { Http2ServerConnection } from '../lib/http2/server-connection'
+import type { Http2ServerStream } from '../lib/http2/server-stream'
 import { fastifyTritonShm } from '../lib/index'
 import { modelTable } from './helpers/grpc'
 import { heldSum, sumModel, type TestModel } from './helpers/kserve'
@@ -46,18 +48,16 @@ function openCall (t: Test, port: number, method: string, headers: http2.Outgoin
   return { stream, reset, opened: performance.now() }
 }
 
-/** A bare node:http2 server whose every stream is watched (`streaming` as given), then read as it
- * arrives; `read` is told of each chunk, as it is read. */
-async function watchedServer (t: Test, streaming: boolean, read = (_stream: http2.ServerHttp2Stream, _chunk: Buffer) => {}) {
-  const late: http2.ServerHttp2Stream[] = []
-  const streams: http2.ServerHttp2Stream[] = []
-  const server = http2.createServer()
-  server.on('stream', (stream) => {
+/** A bare server of the package's HTTP/2 whose every stream is read as it arrives, and watched
+ * (`streaming` as given); `read` is told of each chunk, as it is read. */
+async function watchedServer (t: Test, streaming: boolean, read = (_stream: Http2ServerStream, _chunk: Buffer) => {}) {
+  const late: Http2ServerStream[] = []
+  const streams: Http2ServerStream[] = []
+  const server = createServer((socket) => new Http2ServerConnection(socket, (stream) => {
+    stream.onData = (chunk) => read(stream, chunk)
     watchReceiving(stream, streaming, { ms: RECEIVE_TIMEOUT_MS, late: (cancelled) => { late.push(cancelled) } })
-    stream.on('error', () => {})
-    stream.on('data', (chunk: Buffer) => read(stream, chunk))
     streams.push(stream)
-  })
+  }))
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   t.teardown(() => { server.close() })

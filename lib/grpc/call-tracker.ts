@@ -8,8 +8,8 @@
  */
 import type { Socket } from 'node:net'
 import type { Metadata, ServerInterceptor } from '@grpc/grpc-js'
-import type { ConnectionInfo } from '@grpc/grpc-js/build/src/server-interceptors'
 import { watchOutput } from '../util/send-progress'
+import type { SocketOf } from './connection-interceptor'
 import { grpcJs } from './peers'
 
 const CALL_END = Symbol('fastify-triton-shm: what runs when this call is over')
@@ -17,11 +17,11 @@ const CALL_END = Symbol('fastify-triton-shm: what runs when this call is over')
 type Marked = Metadata & { [CALL_END]?: (ended: () => void) => void }
 
 export interface CallTrackerOptions {
-  /** The connection a call came on, by its ends (undefined when it is gone already). */
-  socketOf: (connection: ConnectionInfo) => Socket | undefined
+  /** The connection a call came on, by its ends or its metadata (undefined when it is gone already). */
+  socketOf: SocketOf
   sendTimeoutMs: number
   /** Told of each connection dropped. */
-  dropped: (connection: ConnectionInfo) => void
+  dropped: (socket: Socket) => void
 }
 
 /** The listener's interceptor: see above. */
@@ -29,6 +29,7 @@ export function callTracker ({ socketOf, sendTimeoutMs, dropped }: CallTrackerOp
   const { ServerInterceptingCall } = grpcJs()
   return (_method, call) => {
     let over = false
+    let metadataOfCall: Metadata | undefined
     let stopWatching = () => {}
     let markEnded!: () => void
     // What waits for the call's end runs once it is over, even if it asks after that.
@@ -42,6 +43,7 @@ export function callTracker ({ socketOf, sendTimeoutMs, dropped }: CallTrackerOp
       start: (next) => next({
         onReceiveMetadata: (metadata: Marked, passOn) => {
           metadata[CALL_END] = (callback) => { ended.then(callback) }
+          metadataOfCall = metadata
           passOn(metadata)
         },
         // grpc-js tells a call's listener it is cancelled whenever its stream closes: once its
@@ -50,11 +52,11 @@ export function callTracker ({ socketOf, sendTimeoutMs, dropped }: CallTrackerOp
       }),
       sendMessage: (message, next) => {
         const connection = call.getConnectionInfo()
-        const socket = socketOf(connection)
+        const socket = metadataOfCall === undefined ? undefined : socketOf(connection, metadataOfCall)
         if (socket !== undefined && !over) {
           stopWatching()
           stopWatching = watchOutput(socket, sendTimeoutMs, () => {
-            dropped(connection)
+            dropped(socket)
             socket.destroy()
           })
         }

@@ -16,8 +16,8 @@ const CONNECTION = Symbol('fastify-triton-shm: the connection a call came on')
 
 type Marked = Metadata & { [CONNECTION]?: CallerConnection }
 
-/** The accepted socket of a connection, by its ends; undefined if the server does not know it. */
-export type SocketOf = (connection: ConnectionInfo) => Socket | undefined
+/** The accepted socket of a call's connection, by its ends or its metadata; undefined if the server does not know it. */
+export type SocketOf = (connection: ConnectionInfo, metadata: Metadata) => Socket | undefined
 
 /** The RPCs that ask who their client is: the shared memory ones. */
 const needsConnection = (path: string) => path.includes('SharedMemory')
@@ -33,7 +33,7 @@ export function connectionInterceptor (socketOf?: SocketOf): ServerInterceptor {
       start: (next) => next({
         onReceiveMetadata: (metadata: Marked, passOn) => {
           const addresses = call.getConnectionInfo()
-          const socket = socketOf?.(addresses)
+          const socket = socketOf?.(addresses, metadata)
           metadata[CONNECTION] = socket === undefined ? { addresses } : { socket }
           passOn(metadata)
         }

@@ -5,27 +5,31 @@
  * flight, or, for calls still open the send timeout later (a client that stopped reading, or never
  * finished sending), by cutting their connections.
  *
- * It listens on TCP, on a Unix domain socket (`path`), or both, accepts connections itself and
- * hands them to grpc-js (a connection injector), so that it knows each call's socket: the shared
- * memory RPCs ask the kernel who is at its other end (the peer rule), and a call whose answer
- * waits on a connection that took none of it for the send timeout has that connection dropped, as
- * over HTTP. Messages it receives are bounded before they are decoded: by a size sized from the
- * registry's `inFlight` budget (compressed ones included: they stop inflating at that size), then
- * by what their decoded form will take, charged to that budget as they arrive, with the message; a
- * paused stream reads no more (`receivedMessages`); a call that does not send its request in the
- * receive timeout is cancelled (`watchReceiving`).
+ * It listens on TCP, on a Unix domain socket (`path`), or both, and speaks HTTP/2 itself (the
+ * package's own, lib/http2): a plain unary ModelInfer is served on its stream
+ * (model-infer-streams.ts), every other call relayed to grpc-js (grpc-js-relay.ts). It knows each
+ * call's socket: the shared memory RPCs ask the kernel who is at its other end (the peer rule), and
+ * a call whose answer waits on a connection that took none of it for the send timeout has that
+ * connection dropped, as over HTTP. Messages it receives are bounded before they are decoded: by a
+ * size sized from the registry's `inFlight` budget (compressed ones included: they stop inflating
+ * at that size), then by what their decoded form will take, charged to that budget as they arrive,
+ * with the message; a paused stream reads no more (`receivedMessages`); a call that does not send
+ * its request in the receive timeout is cancelled (`watchReceiving`).
  */
 import { once } from 'node:events'
-import type { Http2Session, ServerHttp2Stream } from 'node:http2'
 import net from 'node:net'
-import type { Server } from '@grpc/grpc-js'
+import type { Metadata, Server } from '@grpc/grpc-js'
 import type { ConnectionInfo } from '@grpc/grpc-js/build/src/server-interceptors'
 import { DEFAULT_INFER_LIMITS } from '../kserve/infer-limits'
 import { ModelTable } from '../models/model-table'
 import type { SharedMemoryApi } from '../registry/shared-memory-api'
 import { RestrictedFeatures } from '../util/restricted-features'
+import { Http2ServerConnection } from '../http2/server-connection'
+import type { Http2ServerStream } from '../http2/server-stream'
 import { callTracker } from './call-tracker'
 import { connectionInterceptor } from './connection-interceptor'
+import { type GrpcJsConnection, GrpcJsRelay, RELAYED_CONNECTION_HEADER } from './grpc-js-relay'
+import { grpcJsStreams } from './grpc-js-stream'
 import { inferenceServiceOver } from './inference-service'
 import { modelInferStreams } from './model-infer-streams'
 import { DEFAULT_RECEIVE_TIMEOUT_MS, type GrpcListenerOptions, servesTcp } from './listener-options'
@@ -37,7 +41,6 @@ import { watchReceiving } from './receive-timeout'
 import { requestDecoders } from './request-decoders'
 import { listenOnSocket, setSocketFile } from './socket-listener'
 import type { ErrorLogger } from './status'
-import { offerStreamsFirst } from './streams-first'
 
 /** Triton's gRPC port. */
 export const DEFAULT_GRPC_PORT = 8001
@@ -72,11 +75,12 @@ export interface GrpcListenerContext {
   log: ErrorLogger & { warn(object: object, message: string): void }
 }
 
+/** A connection's name: its four ends (on a Unix socket, the ones socket-listener.ts gives it). */
 const endsOf = ({ remoteAddress, remotePort, localAddress, localPort }: Partial<ConnectionInfo>) =>
   `${remoteAddress} ${remotePort} ${localAddress} ${localPort}`
 
 /** A connection's client, as the listener's warnings name it (`unix:<path>` and a number on a Unix socket). */
-const clientOf = ({ remoteAddress, remotePort }: Partial<ConnectionInfo>) => `${remoteAddress}:${remotePort}`
+const clientOf = ({ remoteAddress, remotePort }: net.Socket) => `${remoteAddress}:${remotePort}`
 
 /** Listens on TCP: `port` on `host`. */
 async function listenOnTcp (port: number, host: string, accept: (socket: net.Socket) => void): Promise<net.Server> {
@@ -102,17 +106,11 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const streams = new OpenStreams()
   const restricted = restrictions ?? new RestrictedFeatures([], 'grpc', 'listenGrpc')
   const handlers = inferenceServiceOver(api, { models, limits, log, streams, logging, server: metadata ?? { name: 'fastify-triton-shm', version: '' } }, restricted)
-  const socketOf = (connection: Partial<ConnectionInfo>) => sockets.get(endsOf(connection))
-  // A session's socket is a proxy of it, slow to read: each session's is found once.
-  const sessionSockets = new WeakMap<Http2Session, net.Socket>()
-  const socketOfSession = (session: Http2Session) => {
-    const known = sessionSockets.get(session)
-    if (known !== undefined) return known
-    const found = socketOf(session.socket)
-    if (found !== undefined) sessionSockets.set(session, found)
-    return found
-  }
-  const dropped = (connection: Partial<ConnectionInfo>) => log.warn({ sendTimeoutMs, client: clientOf(connection) },
+  // A call grpc-js serves has its connection's ends, or, relayed, its connection's name (the
+  // header read only then: the relay sets it, where a client's own is no one's).
+  const socketOf = (connection: Partial<ConnectionInfo>, metadata: Metadata) =>
+    sockets.get(relaying ? String(metadata.get(RELAYED_CONNECTION_HEADER)[0]) : endsOf(connection))
+  const dropped = (socket: net.Socket) => log.warn({ sendTimeoutMs, client: clientOf(socket) },
     'a gRPC client took none of its answer for the send timeout: connection dropped')
   const tracker = callTracker({ sendTimeoutMs, socketOf, dropped })
   const decoders = requestDecoders()
@@ -126,35 +124,37 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   })
   const service = rawRequestsService().service
   server.addService(service, handlers)
-  // Unary ModelInfer is served on its HTTP/2 stream, below grpc-js; the other calls are grpc-js's.
+  // grpc-js serves the other calls on the listener's streams, or, where this grpc-js cannot, relayed.
+  const grpcJsServes = grpcJsStreams(server)
+  const relaying = grpcJsServes === undefined
+  const injector = relaying ? server.createConnectionInjector(grpc.ServerCredentials.createInsecure()) : undefined
+  const grpcJsConnection = (socket: net.Socket, name: string): GrpcJsConnection => injector === undefined
+    ? { serve: (stream) => grpcJsServes!(stream, socket), close: () => {} }
+    : new GrpcJsRelay(name, (inner) => injector.injectConnection(inner))
   const takeModelInfer = modelInferStreams({
-    registry: api.registry,
-    models,
-    limits,
-    log,
-    maxMessageBytes,
-    restrictions: restricted,
-    sendTimeoutMs,
-    socketOf: (stream: ServerHttp2Stream) => socketOfSession(stream.session as Http2Session),
-    dropped
+    registry: api.registry, models, limits, log, maxMessageBytes, restrictions: restricted, sendTimeoutMs, dropped
   })
   // Every call, whoever serves it, sends its request within the receive timeout.
   const streaming = new Set(Object.values(service).filter((method) => method.requestStream).map((method) => method.path))
-  const receiving = {
-    ms: receiveTimeoutMs,
-    late: (stream: ServerHttp2Stream) => log.warn({ receiveTimeoutMs, client: clientOf((stream.session as Http2Session).socket) },
-      'a gRPC client did not send its request in the receive timeout: call cancelled')
-  }
-  offerStreamsFirst(server, (stream, headers) => {
-    watchReceiving(stream, streaming.has(String(headers[':path'])), receiving)
-    return takeModelInfer(stream, headers)
-  })
-  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure())
+  const connections = new Map<net.Socket, Http2ServerConnection>()
   const accept = (socket: net.Socket) => {
     const ends = endsOf(socket)
     sockets.set(ends, socket)
-    socket.once('close', () => sockets.delete(ends))
-    injector.injectConnection(socket)
+    const grpcJs = grpcJsConnection(socket, ends)
+    const receiving = {
+      ms: receiveTimeoutMs,
+      late: () => log.warn({ receiveTimeoutMs, client: clientOf(socket) }, 'a gRPC client did not send its request in the receive timeout: call cancelled')
+    }
+    const serve = (stream: Http2ServerStream) => {
+      if (!takeModelInfer(stream, socket)) grpcJs.serve(stream)
+      if (!stream.closed) watchReceiving(stream, streaming.has(stream.headers[':path']), receiving)
+    }
+    connections.set(socket, new Http2ServerConnection(socket, serve, { onError: (error) => log.error({ err: error }, 'a gRPC call failed') }))
+    socket.once('close', () => {
+      sockets.delete(ends)
+      connections.delete(socket)
+      grpcJs.close()
+    })
   }
   const listeners: net.Server[] = []
   try {
@@ -176,14 +176,18 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
     streams,
     close: async () => {
       const closed = closeAll(listeners)
-      const drained = new Promise<void>((resolve) => server.tryShutdown(() => resolve()))
+      // Each connection starts no more calls and ends with its last one.
+      const drained = Promise.all([...connections].map(([socket, connection]) => {
+        connection.shutdown()
+        return socket.destroyed ? undefined : once(socket, 'close')
+      }))
       const cut = setTimeout(() => {
-        server.forceShutdown()
-        for (const socket of sockets.values()) socket.destroy()
+        for (const socket of connections.keys()) socket.destroy()
       }, sendTimeoutMs)
       const streamsEnded = streams.close(sendTimeoutMs)
       await drained
       clearTimeout(cut)
+      server.forceShutdown()
       await Promise.all([closed, streamsEnded])
       models.endSequences()
       await models.closeTraces()

@@ -1,19 +1,21 @@
 /**
- * Unary ModelInfer served by the plugin's listener on the call's HTTP/2 stream itself, below
- * grpc-js (`offerStreamsFirst`). grpc-js's own work per call (a call object per interceptor, its
- * metadata, message queue and decoder, its status plumbing) cost about as much as the inference it
- * carried, and a local client sends one call per request. What a client sees is what grpc-js
- * would send: the same headers, framing, statuses and texts; what the server holds is bounded as
- * grpc-js's calls are, sooner: the message is charged to `inFlight` by its length prefix, refused
- * past `maxMessageBytes` from its length prefix, measured before it is decoded, and an answer
- * that waits on a connection that takes none of it for the send timeout has that connection
- * dropped. Calls it does not take stay grpc-js's, with its interceptors: a compressed message
- * (`grpc-encoding`), a deadline (`grpc-timeout`), and what is not a POST of gRPC content.
+ * Unary ModelInfer served by the plugin's listener on the call's HTTP/2 stream itself (the
+ * package's own HTTP/2, lib/http2), never reaching grpc-js: grpc-js's work per call (node:http2's
+ * stream, a call object per interceptor, its metadata, message queue and decoder, its status
+ * plumbing) cost about as much as the inference it carried, and a local client sends one call per
+ * request. What a client sees is what grpc-js would send: the same headers, framing, statuses and
+ * texts; what the server holds is bounded as grpc-js's calls are, sooner: the message is charged
+ * to `inFlight` by its length prefix, refused past `maxMessageBytes` from its length prefix,
+ * measured before it is decoded, and an answer that waits on a connection that takes none of it
+ * for the send timeout has that connection dropped. Calls it does not take are relayed to grpc-js
+ * (grpc-js-relay.ts): a compressed message (`grpc-encoding`), a deadline (`grpc-timeout`), and
+ * what is not a POST of gRPC content.
  */
-import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2'
 import type { Socket } from 'node:net'
 import type { InFlightReservation } from '../../types/kserve'
 import type { ModelInferRequest, ModelInferResponse } from '../../types/grpc'
+import type { Http2ServerStream } from '../http2/server-stream'
+import type { RequestHeaders } from '../http2/request-headers'
 import type { RestrictedFeatures } from '../util/restricted-features'
 import { watchOutput } from '../util/send-progress'
 import { FaceTrace } from '../models/face-trace'
@@ -23,7 +25,6 @@ import { checkedDecodedBytes, decodeModelInferRequest } from './model-infer-mess
 import { ModelInferResponseFrame } from './model-infer-response'
 import { MAX_MESSAGE_BYTES, MESSAGE_PREFIX_BYTES, SERVICE } from './protocol'
 import { Status, toServiceError } from './status'
-import type { StreamTaker } from './streams-first'
 
 export interface ModelInferStreamsOptions extends ModelInferHandlerOptions {
   /** The largest message received (grpc-js's `grpc.max_receive_message_length`). */
@@ -33,8 +34,6 @@ export interface ModelInferStreamsOptions extends ModelInferHandlerOptions {
   /** The inference category refuses calls without its key while restricted. */
   restrictions: RestrictedFeatures
   sendTimeoutMs: number
-  /** The accepted connection a stream came on, if the listener knows it (asked while it is open). */
-  socketOf: (stream: ServerHttp2Stream) => Socket | undefined
   /** Told of a connection about to be dropped: it took none of an answer for the send timeout. */
   dropped: (socket: Socket) => void
 }
@@ -42,26 +41,33 @@ export interface ModelInferStreamsOptions extends ModelInferHandlerOptions {
 /** ModelInfer's path: `/inference.GRPCInferenceService/ModelInfer`. */
 export const MODEL_INFER_PATH = `/${SERVICE}/ModelInfer`
 
-const takes = (headers: IncomingHttpHeaders): boolean =>
+/** A connection's taker of streams: true when it answers `stream` (on `socket`, its connection's). */
+export type StreamTaker = (stream: Http2ServerStream, socket: Socket) => boolean
+
+const takes = (headers: RequestHeaders): boolean =>
   headers[':path'] === MODEL_INFER_PATH && headers[':method'] === 'POST' && headers['grpc-timeout'] === undefined &&
   (headers['grpc-encoding'] === undefined || headers['grpc-encoding'] === 'identity') &&
   headers['content-type']?.startsWith('application/grpc') === true
 
 /** A metadata key's value, as grpc-js's metadata gives it to the restriction check: a `-bin` key's
  * value is binary, no header's. */
-function headerValue (headers: IncomingHttpHeaders, lowerCaseName: string): string | undefined {
+function headerValue (headers: RequestHeaders, lowerCaseName: string): string | undefined {
   if (lowerCaseName.endsWith('-bin')) return undefined
-  return headers[lowerCaseName]?.toString()
+  return headers[lowerCaseName]
 }
 
 /** The listener's taker of ModelInfer streams (see above). */
 export function modelInferStreams (options: ModelInferStreamsOptions): StreamTaker {
-  return (stream, headers) => {
-    if (!takes(headers)) return false
-    new ModelInferStream(stream, headers, options).start()
+  return (stream, socket) => {
+    if (!takes(stream.headers)) return false
+    new ModelInferStream(stream, socket, options).start()
     return true
   }
 }
+
+/** An answer's headers and trailers, as grpc-js sends them. */
+const ANSWER_HEADERS = [':status', '200', 'content-type', 'application/grpc+proto', 'grpc-accept-encoding', 'identity,deflate,gzip', 'grpc-encoding', 'identity']
+const OK_TRAILERS = ['grpc-status', '0', 'grpc-message', 'OK']
 
 /** A status the call ends with, of the call's own making (grpc-js's texts). */
 class CallStatus {
@@ -71,8 +77,8 @@ class CallStatus {
 /** One ModelInfer call on its stream: read, answered, and over when the stream closes. */
 class ModelInferStream implements CancellableCall {
   cancelled = false
-  readonly #stream: ServerHttp2Stream
-  readonly #headers: IncomingHttpHeaders
+  readonly #stream: Http2ServerStream
+  readonly #socket: Socket
   readonly #options: ModelInferStreamsOptions
   readonly #reservation: InFlightReservation
   /** The length prefix, until it is whole. */
@@ -88,9 +94,9 @@ class ModelInferStream implements CancellableCall {
   #trace: FaceTrace | undefined
   #stopWatching: (() => void) | undefined
 
-  constructor (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, options: ModelInferStreamsOptions) {
+  constructor (stream: Http2ServerStream, socket: Socket, options: ModelInferStreamsOptions) {
     this.#stream = stream
-    this.#headers = headers
+    this.#socket = socket
     this.#options = options
     this.#reservation = options.registry.inFlight.open()
   }
@@ -98,17 +104,15 @@ class ModelInferStream implements CancellableCall {
   /** Follows the stream: the call is read, run on its half-close, and over when the stream closes. */
   start (): void {
     const stream = this.#stream
-    // Every error also closes the stream, where the call ends.
-    stream.on('error', () => {})
-    stream.once('close', () => this.#close())
+    stream.onClose = () => this.#close()
     try {
-      this.#options.restrictions.check('inference', (name) => headerValue(this.#headers, name))
+      this.#options.restrictions.check('inference', (name) => headerValue(stream.headers, name))
     } catch (error) {
       this.#fail(error)
       return
     }
-    stream.on('data', (chunk: Buffer) => this.#receive(chunk))
-    stream.once('end', () => this.#halfClosed())
+    stream.onData = (chunk) => this.#receive(chunk)
+    stream.onEnd = () => this.#halfClosed()
   }
 
   once (_event: 'cancelled', listener: () => void): this {
@@ -176,7 +180,7 @@ class ModelInferStream implements CancellableCall {
     }
     // The message is in: Triton's gRPC server has read it (GRPC_WAITREAD_START to _END).
     this.#trace = new FaceTrace('grpc')
-    const call = { call: this, request, reservation: this.#reservation, metadata: () => this.#headers }
+    const call = { call: this, request, reservation: this.#reservation, metadata: () => this.#stream.headers }
     answerModelInfer(this.#options, call, this.#trace)
       .then((response) => this.#respond(response))
       .catch((error: unknown) => this.#fail(error))
@@ -184,7 +188,7 @@ class ModelInferStream implements CancellableCall {
 
   /** The stream can no longer be answered: its client or connection went away. */
   get #gone (): boolean {
-    return this.#stream.closed || this.#stream.destroyed
+    return this.#stream.localEnded
   }
 
   #respond (response: ModelInferResponse): void {
@@ -196,17 +200,16 @@ class ModelInferStream implements CancellableCall {
     }
     const stream = this.#stream
     this.#answered = true
-    stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip', 'grpc-encoding': 'identity' },
-      { waitForTrailers: true })
-    stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': 'OK' }))
-    stream.end(frame.write())
+    stream.respond(ANSWER_HEADERS)
+    stream.write(frame.write())
+    // Watched from before its end: a stream whose answer goes out at once closes within it.
     this.#watchSending()
+    stream.end(OK_TRAILERS)
   }
 
   /** Drops the connection if it takes none of the answer for the send timeout, as over HTTP. */
   #watchSending (): void {
-    const socket = this.#options.socketOf(this.#stream)
-    if (socket === undefined) return
+    const socket = this.#socket
     this.#stopWatching = watchOutput(socket, this.#options.sendTimeoutMs, () => {
       this.#options.dropped(socket)
       socket.destroy()
@@ -223,9 +226,7 @@ class ModelInferStream implements CancellableCall {
   #send ({ code, details }: CallStatus): void {
     if (this.#gone || this.#answered) return
     this.#answered = true
-    this.#stream.respond({
-      ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(code), 'grpc-message': encodeURI(details)
-    }, { endStream: true })
+    this.#stream.respond([':status', '200', 'content-type', 'application/grpc+proto', 'grpc-status', String(code), 'grpc-message', encodeURI(details)], true)
   }
 
   /** The call is over: sent, refused, or its client or connection went away before its answer. */

@@ -8,16 +8,15 @@
  * messages, holding nothing. A call late is cancelled (RST_STREAM CANCEL): whoever serves it, the
  * listener itself or grpc-js, sees its stream close and lets go of what it held.
  *
- * A stream's bytes are seen as its reader reads them (a `data` listener beside the reader's, put
- * on before it: Node emits the stream once it may hold bytes already, and they are read in order),
- * a unary call's end as its reader reaches it (`end`: its reader, the listener's own or grpc-js,
- * reads its whole request before it runs the call). While the stream is paused (its handler takes
- * no more messages, and the listener reads no further), the client cannot be late: the timeout
- * begins again. Deadlines are checked every tenth of the timeout (`checkEvery`), so a call late is
+ * A stream's bytes are seen as they are handed to its consumer (the listener's own ModelInfer, or
+ * the relay to grpc-js), a unary call's end as its consumer hears of it (each reads its whole
+ * request before the call runs). While the stream is paused (its consumer takes no more messages,
+ * and the client is granted no more window), the client cannot be late: the timeout begins again. Deadlines are checked every tenth of the timeout (`checkEvery`), so a call late is
  * cancelled within [timeout, 1.1 × timeout] of what it was timed from.
  */
-import { constants, type ServerHttp2Stream } from 'node:http2'
 import { performance } from 'node:perf_hooks'
+import { ErrorCode } from '../http2/protocol'
+import type { Http2ServerStream } from '../http2/server-stream'
 import { checkEvery, checkPeriodFor } from '../util/periodic-checks'
 import { MESSAGE_PREFIX_BYTES } from './protocol'
 
@@ -60,35 +59,43 @@ class Framing {
 export interface ReceiveTimeoutOptions {
   ms: number
   /** Told of a call cancelled for it, before its stream closes. */
-  late: (stream: ServerHttp2Stream) => void
+  late: (stream: Http2ServerStream) => void
 }
 
 /** Watches `stream` from its start (`streaming`: a client-streaming call's, whose messages are
- * timed each, where a unary call's request is timed whole). Call it before the stream's reader
- * takes it. */
-export function watchReceiving (stream: ServerHttp2Stream, streaming: boolean, { ms, late }: ReceiveTimeoutOptions): void {
+ * timed each, where a unary call's request is timed whole). Call it once the stream's consumer has
+ * set its handlers: it sees what they are handed, before them. */
+export function watchReceiving (stream: Http2ServerStream, streaming: boolean, { ms, late }: ReceiveTimeoutOptions): void {
   // When what is timed began (the call, or the message under way); undefined while nothing is.
   let since = streaming ? undefined : performance.now()
   const stop = checkEvery(checkPeriodFor(ms), () => {
     if (since === undefined || performance.now() - since < ms) return
-    if (stream.isPaused()) {
+    if (stream.paused) {
       since = performance.now()
       return
     }
     stop()
     late(stream)
-    stream.close(constants.NGHTTP2_CANCEL)
+    stream.reset(ErrorCode.CANCEL)
   })
-  stream.once('close', stop)
+  const { onData, onEnd, onClose } = stream
+  stream.onClose = (code) => {
+    stop()
+    onClose(code)
+  }
   if (!streaming) {
-    stream.once('end', stop)
+    stream.onEnd = () => {
+      stop()
+      onEnd()
+    }
     return
   }
   const framing = new Framing()
-  stream.on('data', (chunk: Buffer) => {
+  stream.onData = (chunk) => {
     // A message that began here restarts the time: the one before it ended here.
     if (framing.read(chunk)) since = undefined
     if (framing.inMessage) since ??= performance.now()
     else since = undefined
-  })
+    onData(chunk)
+  }
 }

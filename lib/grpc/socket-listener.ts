@@ -3,11 +3,11 @@
  * its file given the mode and owner asked for once it is bound, and removed when it closes (Node
  * unlinks it). A file already at the path is refused, never removed: it may be another server's.
  *
- * grpc-js tells a call its connection by its four ends, and a Unix socket has none (a client binds
- * no name), so every call on the socket would look alike. Each accepted connection is named here
- * instead: the path as its remote address, a number of its own as its remote port. The listener
- * finds a call's socket by those ends, and the peer rule asks the kernel who is at its other end
- * (SO_PEERCRED), as for an HTTP client on `app.listen({ path })`.
+ * The listener names a connection by its four ends, and a Unix socket has none (a client binds no
+ * name), so every connection on the socket would look alike. Each accepted connection is named
+ * here instead: the path as its remote address, a number of its own as its remote port. The
+ * listener finds a call's socket by that name, and the peer rule asks the kernel who is at its
+ * other end (SO_PEERCRED), as for an HTTP client on `app.listen({ path })`.
  */
 import { once } from 'node:events'
 import { chmodSync, chownSync } from 'node:fs'
@@ -26,7 +26,7 @@ export interface UnixSocketOptions {
 /** The remote address of the listener's connections on `path` (`unix:<path>`, as gRPC names a Unix socket). */
 export const unixSocketAddress = (path: string): string => `unix:${path}`
 
-/** Gives the socket the name grpc-js reports for its calls: read-only, on this socket alone (a
+/** Gives the socket the name the listener knows it by: read-only, on this socket alone (a
  * Unix socket's own ends are undefined, which is how the peer rule knows to use SO_PEERCRED). */
 function nameConnection (socket: net.Socket, path: string, number: number): void {
   Object.defineProperties(socket, { remoteAddress: { value: unixSocketAddress(path) }, remotePort: { value: number } })

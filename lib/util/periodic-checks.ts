@@ -32,3 +32,10 @@ function startChecks (periodMs: number): Set<() => void> {
   timer.unref()
   return checks
 }
+
+/** The checks registered now, each a call's while it is in flight: none outlives its call. */
+export function pendingChecks (): number {
+  let count = 0
+  for (const checks of periods.values()) count += checks.size
+  return count
+}
