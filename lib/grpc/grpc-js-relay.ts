@@ -31,6 +31,12 @@ export interface GrpcJsConnection {
   close(): void
 }
 
+/** Relays for the connections of a listener, each named as the listener knows it, to the grpc-js
+ * server of `injector`. */
+export function relayedConnections (injector: { injectConnection(connection: Duplex): void }): (socket: unknown, name: string) => GrpcJsConnection {
+  return (_socket, name) => new GrpcJsRelay(name, (inner) => injector.injectConnection(inner))
+}
+
 /** One connection's relay to grpc-js. */
 export class GrpcJsRelay implements GrpcJsConnection {
   readonly #connection: string

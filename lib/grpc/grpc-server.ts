@@ -28,7 +28,7 @@ import { Http2ServerConnection } from '../http2/server-connection'
 import type { Http2ServerStream } from '../http2/server-stream'
 import { callTracker } from './call-tracker'
 import { connectionInterceptor } from './connection-interceptor'
-import { type GrpcJsConnection, GrpcJsRelay, RELAYED_CONNECTION_HEADER } from './grpc-js-relay'
+import { type GrpcJsConnection, RELAYED_CONNECTION_HEADER, relayedConnections } from './grpc-js-relay'
 import { grpcJsStreams } from './grpc-js-stream'
 import { inferenceServiceOver } from './inference-service'
 import { modelInferStreams } from './model-infer-streams'
@@ -125,12 +125,11 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const service = rawRequestsService().service
   server.addService(service, handlers)
   // grpc-js serves the other calls on the listener's streams, or, where this grpc-js cannot, relayed.
-  const grpcJsServes = grpcJsStreams(server)
-  const relaying = grpcJsServes === undefined
-  const injector = relaying ? server.createConnectionInjector(grpc.ServerCredentials.createInsecure()) : undefined
-  const grpcJsConnection = (socket: net.Socket, name: string): GrpcJsConnection => injector === undefined
-    ? { serve: (stream) => grpcJsServes!(stream, socket), close: () => {} }
-    : new GrpcJsRelay(name, (inner) => injector.injectConnection(inner))
+  const handToGrpcJs = grpcJsStreams(server)
+  const relaying = handToGrpcJs === undefined
+  const grpcJsConnection: (socket: net.Socket, name: string) => GrpcJsConnection = handToGrpcJs === undefined
+    ? relayedConnections(server.createConnectionInjector(grpc.ServerCredentials.createInsecure()))
+    : (socket) => ({ serve: (stream) => handToGrpcJs(stream, socket), close: () => {} })
   const takeModelInfer = modelInferStreams({
     registry: api.registry, models, limits, log, maxMessageBytes, restrictions: restricted, sendTimeoutMs, dropped
   })
@@ -179,7 +178,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
       // Each connection starts no more calls and ends with its last one.
       const drained = Promise.all([...connections].map(([socket, connection]) => {
         connection.shutdown()
-        return socket.destroyed ? undefined : once(socket, 'close')
+        return once(socket, 'close')
       }))
       const cut = setTimeout(() => {
         for (const socket of connections.keys()) socket.destroy()
