@@ -4,6 +4,8 @@
  * back what it held, `close()` ends in bounded time whatever its clients do, and messages are
  * bounded before they are decoded.
  */
+import http2 from 'node:http2'
+import net from 'node:net'
 import { status } from '@grpc/grpc-js'
 import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
@@ -78,6 +80,26 @@ t.test('close() ends in bounded time: a run in flight finishes, a stalled reader
   t.not((await stalled).status, status.OK, 'the stalled reader was cut')
   await eventually(() => app.systemSharedMemory.inFlight.heldBytes === 0, 'something was still held')
   t.pass('nothing is held')
+})
+
+t.test('close() ends when a client resets its connection while the listener waits for its call', async (t) => {
+  const { model: slow, reached: running, release } = heldSum()
+  t.teardown(release)
+  const { app, port } = await listenGrpcPlugin(t, [slow])
+  const socket = net.connect(port, '127.0.0.1')
+  const session = http2.connect(`http://127.0.0.1:${port}`, { createConnection: () => socket })
+  session.on('error', () => {})
+  t.teardown(() => { session.destroy() })
+  const call = session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers' })
+  call.on('error', () => {})
+  call.end(framed(encodedInfer({ model_name: 'slow', inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16] })), raw_input_contents: [Buffer.alloc(64), Buffer.alloc(64)] })))
+  await running
+  const closing = app.close()
+  // Its socket's error (ECONNRESET) comes before its close: the stop waits for the close alone.
+  socket.resetAndDestroy()
+  release()
+  await bounded(closing, 'close() never ended')
+  t.pass('closed')
 })
 
 /** A ModelInfer of `sum` (INT32 [1, elements]) with raw contents: `elements` 4-byte values each. */

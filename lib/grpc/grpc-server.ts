@@ -176,9 +176,10 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
     close: async () => {
       const closed = closeAll(listeners)
       // Each connection starts no more calls and ends with its last one.
+      // (A socket's error, its client gone, comes before its close: only the close is awaited.)
       const drained = Promise.all([...connections].map(([socket, connection]) => {
         connection.shutdown()
-        return once(socket, 'close')
+        return new Promise((resolve) => socket.once('close', resolve))
       }))
       const cut = setTimeout(() => {
         for (const socket of connections.keys()) socket.destroy()
