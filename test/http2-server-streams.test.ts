@@ -4,6 +4,7 @@
  * answered), frames that are to be ignored ignored, and what a stream sends framed to the peer's
  * settings: CONTINUATION past its frame size, DATA held to its windows and sent once they open.
  */
+import { once } from 'node:events'
 import t, { type Test } from 'tap'
 import { HeaderBlockDecoder } from '../lib/http2/header-block-decoder'
 import { HeaderBlockEncoder } from '../lib/http2/header-block-encoder'
@@ -285,8 +286,11 @@ t.test('a consumer\'s throw ends its connection with INTERNAL_ERROR and is told'
   t.equal((await client.next((read) => read.type === FrameType.GOAWAY))?.payload.readUInt32BE(4), ErrorCode.INTERNAL_ERROR)
   t.same(errors, [failure])
   const other = await connected(t, () => { throw failure })
+  const warned = once(process, 'warning')
   other.send([[FrameType.HEADERS, HEADERS_END, 1, block()]])
   t.equal((await other.client.next((read) => read.type === FrameType.GOAWAY))?.payload.readUInt32BE(4), ErrorCode.INTERNAL_ERROR, 'without a listener too')
+  const [warning] = await bounded(warned, 'no warning') as [Error]
+  t.match(warning.message, /^an HTTP\/2 stream's consumer failed: Error: the consumer failed/, 'and a process warning says so')
 })
 
 t.test('a client that reads none of its answers and asks for more: dropped with ENHANCE_YOUR_CALM', async (t) => {

@@ -29,7 +29,8 @@ export function callTracker ({ socketOf, sendTimeoutMs, dropped }: CallTrackerOp
   const { ServerInterceptingCall } = grpcJs()
   return (_method, call) => {
     let over = false
-    let metadataOfCall: Metadata | undefined
+    // The call's connection, found once its metadata is in (before any message it sends).
+    let socket: Socket | undefined
     let stopWatching = () => {}
     let markEnded!: () => void
     // What waits for the call's end runs once it is over, even if it asks after that.
@@ -43,7 +44,7 @@ export function callTracker ({ socketOf, sendTimeoutMs, dropped }: CallTrackerOp
       start: (next) => next({
         onReceiveMetadata: (metadata: Marked, passOn) => {
           metadata[CALL_END] = (callback) => { ended.then(callback) }
-          metadataOfCall = metadata
+          socket = socketOf(call.getConnectionInfo(), metadata)
           passOn(metadata)
         },
         // grpc-js tells a call's listener it is cancelled whenever its stream closes: once its
@@ -51,13 +52,12 @@ export function callTracker ({ socketOf, sendTimeoutMs, dropped }: CallTrackerOp
         onCancel: end
       }),
       sendMessage: (message, next) => {
-        const connection = call.getConnectionInfo()
-        const socket = metadataOfCall === undefined ? undefined : socketOf(connection, metadataOfCall)
-        if (socket !== undefined && !over) {
+        const watched = socket
+        if (watched !== undefined && !over) {
           stopWatching()
-          stopWatching = watchOutput(socket, sendTimeoutMs, () => {
-            dropped(socket)
-            socket.destroy()
+          stopWatching = watchOutput(watched, sendTimeoutMs, () => {
+            dropped(watched)
+            watched.destroy()
           })
         }
         next(message)

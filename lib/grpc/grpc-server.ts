@@ -148,7 +148,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
       if (!takeModelInfer(stream, socket)) grpcJs.serve(stream)
       if (!stream.closed) watchReceiving(stream, streaming.has(stream.headers[':path']), receiving)
     }
-    connections.set(socket, new Http2ServerConnection(socket, serve, { onError: (error) => log.error({ err: error }, 'a gRPC call failed') }))
+    connections.set(socket, new Http2ServerConnection(socket, serve))
     socket.once('close', () => {
       sockets.delete(ends)
       connections.delete(socket)

@@ -12,6 +12,7 @@
  * of 1,000. Every protocol error ends the connection with GOAWAY and its code, nothing more.
  */
 import type { Socket } from 'node:net'
+import { inspect } from 'node:util'
 import { FrameReader } from './frame-reader'
 import { frame, frameHeader, goawayFrame, headerFrames, settingsFrame, wordFrame } from './frame-writer'
 import { HeaderBlockDecoder } from './header-block-decoder'
@@ -32,7 +33,8 @@ export interface Http2ServerOptions {
   connectionWindowBytes?: number
   /** Control frames queued for a client that does not read, before it is dropped; default 1 MiB. */
   maxQueuedBytes?: number
-  /** Told of an error a stream's consumer threw, after its connection is closed (INTERNAL_ERROR). */
+  /** Told of an error a stream's consumer threw, after its connection is closed (INTERNAL_ERROR);
+   * by default, a process warning. */
   onError?: (error: unknown) => void
 }
 
@@ -51,6 +53,9 @@ const MAX_FRAME_BYTES_LIMIT = 2 ** 24 - 1
 
 /** A header block being received over HEADERS and CONTINUATION frames. */
 interface PartialBlock { streamId: number, endStream: boolean, parts: Buffer[], bytes: number }
+
+/** A consumer's error no one is told of: a process warning, never a crash, never silence. */
+const warnOfConsumerError = (error: unknown) => process.emitWarning(`an HTTP/2 stream's consumer failed: ${inspect(error)}`)
 
 const protocolError = (message: string) => new ConnectionError(ErrorCode.PROTOCOL_ERROR, message)
 const frameSizeError = (message: string) => new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, message)
@@ -96,7 +101,7 @@ export class Http2ServerConnection implements StreamConnection {
     this.streamWindowBytes = options.streamWindowBytes ?? INITIAL_WINDOW_BYTES
     this.#connectionWindowBytes = Math.max(options.connectionWindowBytes ?? 1_048_576, INITIAL_WINDOW_BYTES)
     this.#maxQueuedBytes = options.maxQueuedBytes ?? 1_048_576
-    this.#onError = options.onError ?? (() => {})
+    this.#onError = options.onError ?? warnOfConsumerError
     this.#reader = new FrameReader(DEFAULT_MAX_FRAME_BYTES)
     socket.setNoDelay(true)
     socket.on('data', (chunk: Buffer) => this.#read(chunk))
