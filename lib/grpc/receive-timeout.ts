@@ -9,9 +9,10 @@
  * listener itself or grpc-js, sees its stream close and lets go of what it held.
  *
  * A stream's bytes are seen as they are handed to its consumer (the listener's own ModelInfer, or
- * the relay to grpc-js), a unary call's end as its consumer hears of it (each reads its whole
- * request before the call runs). While the stream is paused (its consumer takes no more messages,
- * and the client is granted no more window), the client cannot be late: the timeout begins again. Deadlines are checked every tenth of the timeout (`checkEvery`), so a call late is
+ * grpc-js), a unary call's end as its consumer hears of it (each reads its whole request before
+ * the call runs). While the stream is paused (its consumer takes no more messages, and the client
+ * is granted no more window), the client cannot be late: the timeout begins again. Deadlines are
+ * checked every tenth of the timeout (`checkEvery`), so a call late is
  * cancelled within [timeout, 1.1 × timeout] of what it was timed from.
  */
 import { performance } from 'node:perf_hooks'
