@@ -126,6 +126,36 @@ t.test('shutdown: GOAWAY naming the last stream begun, a later one refused, the 
   t.equal(await idle.next(), undefined, 'and its end at once')
 })
 
+t.test('shutdown with a large answer queued for a client that reads it late: the whole answer, then the end', async (t) => {
+  const answerBytes = 64 * 1024 * 1024
+  const closed = signal()
+  const server = await http2Server(t, (stream) => {
+    echoLength(stream, answerBytes)
+    stream.onClose = closed.resolve
+  }, { maxQueuedBytes: 65_536 })
+  const client = await rawHttp2Client(t, server.port)
+  client.preface()
+  client.send(FrameType.SETTINGS, 0, 0, setting(Setting.INITIAL_WINDOW_SIZE, 2 ** 31 - 1))
+  client.send(FrameType.WINDOW_UPDATE, 0, 0, word(2 ** 31 - 1 - 65_535))
+  client.send(FrameType.HEADERS, FrameFlag.END_HEADERS, 1, block())
+  client.send(FrameType.PING, 0, 0, Buffer.alloc(8))
+  await client.next((read) => read.type === FrameType.PING)
+  server.connections[0].shutdown()
+  client.socket.pause()
+  client.send(FrameType.DATA, FrameFlag.END_STREAM, 1, Buffer.alloc(10))
+  // The stream is over once its answer is handed to the socket: far more than the option waits there.
+  await bounded(closed.promise, 'the stream\'s close')
+  client.socket.resume()
+  let dataBytes = 0
+  const types: number[] = []
+  for (let read = await client.next(); read !== undefined; read = await client.next()) {
+    if (read.type === FrameType.DATA) dataBytes += read.payload.length
+    else types.push(read.type)
+  }
+  t.equal(dataBytes, 2 + answerBytes, 'the whole answer')
+  t.same(types, [FrameType.GOAWAY, FrameType.HEADERS, FrameType.HEADERS, FrameType.GOAWAY], 'its headers and trailers, GOAWAY again, and the end')
+})
+
 /** A promise and its resolver. */
 function signal () {
   let resolve = () => {}

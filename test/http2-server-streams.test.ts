@@ -311,11 +311,47 @@ t.test('a client that reads none of its answers and asks for more: dropped with 
   streams[0].respond([':status', '200'])
   // Far more than a socket's buffers hold: the rest waits in the server, since the client reads none.
   streams[0].write(Buffer.alloc(64 * 1024 * 1024))
-  send([[FrameType.PING, 0, 0, ping]])
+  // PINGs whose answers, 17 bytes each, are more than the 64 KiB the server queues unread.
+  client.socket.write(Buffer.concat(Array.from({ length: 4000 }, () => frame(FrameType.PING, 0, 0, ping))))
   t.equal(await bounded(closing, 'the stream\'s close'), ErrorCode.ENHANCE_YOUR_CALM, 'its stream closed with the code')
   client.socket.resume()
   await bounded(new Promise((resolve) => client.socket.once('close', resolve)), 'the connection\'s end')
   t.pass('its socket ended without the queue drained')
+})
+
+t.test('a client that reads a large answer slowly: its PING answered after it, the connection going on', async (t) => {
+  const streams: Http2ServerStream[] = []
+  let secondOpened = () => {}
+  const opening = new Promise<void>((resolve) => { secondOpened = resolve })
+  const { client, send } = await connected(t, (stream) => {
+    streams.push(stream)
+    if (stream.id === 3) secondOpened()
+  }, { maxQueuedBytes: 65_536 })
+  send([
+    [FrameType.SETTINGS, 0, 0, setting(Setting.INITIAL_WINDOW_SIZE, 2 ** 31 - 1)],
+    [FrameType.WINDOW_UPDATE, 0, 0, word(2 ** 31 - 1 - 65_535)],
+    [FrameType.HEADERS, HEADERS_END, 1, block()]
+  ])
+  await client.next((read) => read.type === FrameType.SETTINGS && (read.flags & FrameFlag.ACK) !== 0)
+  client.socket.pause()
+  const answerBytes = 64 * 1024 * 1024
+  streams[0].respond([':status', '200'])
+  // Far more than a socket's buffers hold, and than the option: the rest waits in the server.
+  streams[0].write(Buffer.alloc(answerBytes))
+  streams[0].end()
+  // A gRPC client probes its bandwidth with PINGs while it reads; the next stream says the server read this one.
+  send([[FrameType.PING, 0, 0, ping], [FrameType.HEADERS, FrameFlag.END_HEADERS, 3, block()]])
+  await bounded(opening, 'the second stream')
+  client.socket.resume()
+  let dataBytes = 0
+  let read = await client.next(() => true)
+  for (; read !== undefined && !isPingAck(read); read = await client.next(() => true)) {
+    if (read.type === FrameType.DATA && read.streamId === 1) dataBytes += read.payload.length
+  }
+  t.ok(read !== undefined && isPingAck(read), 'the PING is answered')
+  t.equal(dataBytes, answerBytes, 'after the whole answer queued before it')
+  client.send(FrameType.PING, 0, 0, Buffer.alloc(8, 7))
+  t.same((await client.next(isPingAck))?.payload, Buffer.alloc(8, 7), 'and the connection goes on')
 })
 
 t.test('the connection\'s window is raised up front to the option\'s size, never below HTTP/2\'s initial 65,535', async (t) => {

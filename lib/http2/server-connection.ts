@@ -6,10 +6,12 @@
  *
  * What a client can make it hold is bounded: a header block by `maxHeaderListBytes` (its frames
  * too, CONTINUATION included), streams by `maxConcurrentStreams` (one more is refused), a
- * stream's unread DATA by its window, and what this side has queued for a client that does not
- * read by `maxQueuedBytes` of control frames (PING and SETTINGS answers): past it the connection
- * is dropped, as it is for a client resetting open streams faster than 33 a second after a burst
- * of 1,000. Every protocol error ends the connection with GOAWAY and its code, nothing more.
+ * stream's unread DATA by its window, and the answers this side makes to a client's control frames
+ * (PING and SETTINGS) by `maxQueuedBytes` of them not yet handed to the kernel: past it the
+ * connection is dropped, as it is for a client resetting open streams faster than 33 a second
+ * after a burst of 1,000. (A large answer that waits for its client to read counts for nothing
+ * here: it is the stream's own data, held to the window the client granted.) Every protocol
+ * error ends the connection with GOAWAY and its code, nothing more.
  */
 import type { Socket } from 'node:net'
 import { inspect } from 'node:util'
@@ -31,7 +33,7 @@ export interface Http2ServerOptions {
   streamWindowBytes?: number
   /** What the connection's client may send before this side grants more; default 1 MiB, at least 65,535. */
   connectionWindowBytes?: number
-  /** Control frames queued for a client that does not read, before it is dropped; default 1 MiB. */
+  /** Answers to a client's control frames not yet handed to the kernel, before it is dropped; default 1 MiB. */
   maxQueuedBytes?: number
   /** Told of an error a stream's consumer threw, after its connection is closed (INTERNAL_ERROR);
    * by default, a process warning. */
@@ -86,8 +88,11 @@ export class Http2ServerConnection implements StreamConnection {
   #peerMaxFrameBytes = DEFAULT_MAX_FRAME_BYTES
   /** What the connection's client sent that is not granted back. */
   #ungranted = 0
-  /** Frames to write, at the end of this turn. */
+  /** Frames to write, at the end of this turn, and how much of them answers control frames. */
   #out: Buffer[] = []
+  #outControlBytes = 0
+  /** Answers to control frames written to the socket that it has not yet handed to the kernel. */
+  #unsentControlBytes = 0
   #flushScheduled = false
   #closed = false
   /** GOAWAY sent: the connection ends with its last stream. */
@@ -137,8 +142,9 @@ export class Http2ServerConnection implements StreamConnection {
     this.#closed = true
     this.#out.push(goawayFrame(this.#lastStreamId, code))
     this.#flush()
-    // A client that does not read would hold the socket open until its queue drained: never.
-    if (this.#socket.writableLength > this.#maxQueuedBytes) this.#socket.destroy()
+    // A client that does not read would hold the socket open until its queue drained: never. (A
+    // graceful end waits for it: its owner bounds the wait.)
+    if (code !== ErrorCode.NO_ERROR && this.#socket.writableLength > this.#maxQueuedBytes) this.#socket.destroy()
     else this.#socket.end()
     this.#closeAll(code === ErrorCode.NO_ERROR ? ErrorCode.CANCEL : code)
   }
@@ -194,17 +200,29 @@ export class Http2ServerConnection implements StreamConnection {
     const out = this.#out
     if (out.length === 0 || this.#socket.destroyed) return
     this.#out = []
+    const sent = this.#controlSent()
     let bytes = 0
     for (const part of out) bytes += part.length
     // A turn's few small frames (a unary answer's) cost one copy less than a writev of them;
     // large DATA goes as it is, in one writev.
     if (out.length === 1 || bytes <= COPIED_WRITE_BYTES) {
-      this.#socket.write(out.length === 1 ? out[0] : Buffer.concat(out, bytes))
+      this.#socket.write(out.length === 1 ? out[0] : Buffer.concat(out, bytes), sent)
       return
     }
     this.#socket.cork()
-    for (const part of out) this.#socket.write(part)
+    for (let index = 0; index < out.length - 1; index++) this.#socket.write(out[index])
+    this.#socket.write(out[out.length - 1], sent)
     this.#socket.uncork()
+  }
+
+  /** Counts this turn's control answers as unsent until the callback it returns runs, once the
+   * socket has handed the turn's last write to the kernel. */
+  #controlSent (): (() => void) | undefined {
+    const control = this.#outControlBytes
+    if (control === 0) return undefined
+    this.#outControlBytes = 0
+    this.#unsentControlBytes += control
+    return () => { this.#unsentControlBytes -= control }
   }
 
   #read (chunk: Buffer): void {
@@ -395,7 +413,9 @@ export class Http2ServerConnection implements StreamConnection {
 
   /** An answer to the client's control frame, unless the client does not read its answers. */
   #sendControl (bytes: Buffer): void {
-    if (this.#socket.writableLength > this.#maxQueuedBytes) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'control frames unread')
+    const unsent = this.#unsentControlBytes + this.#outControlBytes + bytes.length
+    if (unsent > this.#maxQueuedBytes) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'control frames unread')
+    this.#outControlBytes += bytes.length
     this.#send(bytes)
   }
 
