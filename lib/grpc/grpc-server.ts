@@ -7,10 +7,11 @@
  *
  * It listens on TCP, on a Unix domain socket (`path`), or both, and speaks HTTP/2 itself (the
  * package's own, lib/http2): a plain unary ModelInfer is served on its stream
- * (model-infer-streams.ts), every other call relayed to grpc-js (grpc-js-relay.ts). It knows each
- * call's socket: the shared memory RPCs ask the kernel who is at its other end (the peer rule), and
- * a call whose answer waits on a connection that took none of it for the send timeout has that
- * connection dropped, as over HTTP. Messages it receives are bounded before they are decoded: by a
+ * (model-infer-streams.ts), every other call handed to grpc-js on its stream (grpc-js-stream.ts),
+ * or relayed to it (grpc-js-relay.ts). It knows each call's socket: the shared memory RPCs ask the
+ * kernel who is at its other end (the peer rule), and a call whose answer waits on a connection
+ * that took none of it for the send timeout has that connection dropped, as over HTTP
+ * (`watchSending`). Messages it receives are bounded before they are decoded: by a
  * size sized from the registry's `inFlight` budget (compressed ones included: they stop inflating
  * at that size), then by what their decoded form will take, charged to that budget as they arrive,
  * with the message; a paused stream reads no more (`receivedMessages`); a call that does not send
@@ -38,6 +39,7 @@ import { grpcJs } from './peers'
 import { MAX_MESSAGE_BYTES, messageLimitOptions, rawRequestsService } from './protocol'
 import { receivedMessages } from './received-messages'
 import { watchReceiving } from './receive-timeout'
+import { watchSending } from './send-timeout'
 import { requestDecoders } from './request-decoders'
 import { listenOnSocket, setSocketFile } from './socket-listener'
 import type { ErrorLogger } from './status'
@@ -110,9 +112,11 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   // header read only then: the relay sets it, where a client's own is no one's).
   const socketOf = (connection: Partial<ConnectionInfo>, metadata: Metadata) =>
     sockets.get(relaying ? String(metadata.get(RELAYED_CONNECTION_HEADER)[0]) : endsOf(connection))
-  const dropped = (socket: net.Socket) => log.warn({ sendTimeoutMs, client: clientOf(socket) },
-    'a gRPC client took none of its answer for the send timeout: connection dropped')
-  const tracker = callTracker({ sendTimeoutMs, socketOf, dropped })
+  const sending = {
+    ms: sendTimeoutMs,
+    stalled: (socket: net.Socket) => log.warn({ sendTimeoutMs, client: clientOf(socket) },
+      'a gRPC client took none of its answer for the send timeout: connection dropped')
+  }
   const decoders = requestDecoders()
   // Messages are charged before they are decoded, and a paused stream reads no more: first, as it
   // takes over grpc-js's inflation. The connection interceptor tells the shared memory RPCs their
@@ -120,7 +124,7 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const received = receivedMessages({ inFlight: api.registry.inFlight, maxMessageBytes, decoderOf: (path) => decoders.get(path)!, log })
   // Without channelz: its per-call accounting costs every call, and nothing here reads it.
   const server: Server = new grpc.Server({
-    ...messageLimitOptions(maxMessageBytes), 'grpc.enable_channelz': 0, interceptors: [received, connectionInterceptor(socketOf), tracker]
+    ...messageLimitOptions(maxMessageBytes), 'grpc.enable_channelz': 0, interceptors: [received, connectionInterceptor(socketOf), callTracker()]
   })
   const service = rawRequestsService().service
   server.addService(service, handlers)
@@ -130,10 +134,9 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
   const grpcJsConnection: (socket: net.Socket, name: string) => GrpcJsConnection = handToGrpcJs === undefined
     ? relayedConnections(server.createConnectionInjector(grpc.ServerCredentials.createInsecure()))
     : (socket) => ({ serve: (stream) => handToGrpcJs(stream, socket), close: () => {} })
-  const takeModelInfer = modelInferStreams({
-    registry: api.registry, models, limits, log, maxMessageBytes, restrictions: restricted, sendTimeoutMs, dropped
-  })
-  // Every call, whoever serves it, sends its request within the receive timeout.
+  const takeModelInfer = modelInferStreams({ registry: api.registry, models, limits, log, maxMessageBytes, restrictions: restricted })
+  // Every call, whoever serves it, sends its request within the receive timeout, and has its
+  // answer taken within the send timeout.
   const streaming = new Set(Object.values(service).filter((method) => method.requestStream).map((method) => method.path))
   const connections = new Map<net.Socket, Http2ServerConnection>()
   const accept = (socket: net.Socket) => {
@@ -145,8 +148,10 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
       late: () => log.warn({ receiveTimeoutMs, client: clientOf(socket) }, 'a gRPC client did not send its request in the receive timeout: call cancelled')
     }
     const serve = (stream: Http2ServerStream) => {
-      if (!takeModelInfer(stream, socket)) grpcJs.serve(stream)
-      if (!stream.closed) watchReceiving(stream, streaming.has(stream.headers[':path']), receiving)
+      if (!takeModelInfer(stream)) grpcJs.serve(stream)
+      if (stream.closed) return
+      watchReceiving(stream, streaming.has(stream.headers[':path']), receiving)
+      watchSending(stream, socket, sending)
     }
     connections.set(socket, new Http2ServerConnection(socket, serve))
     socket.once('close', () => {

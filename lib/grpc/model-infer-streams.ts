@@ -6,18 +6,16 @@
  * request. What a client sees is what grpc-js would send: the same headers, framing, statuses and
  * texts; what the server holds is bounded as grpc-js's calls are, sooner: the message is charged
  * to `inFlight` by its length prefix, refused past `maxMessageBytes` from its length prefix,
- * measured before it is decoded, and an answer that waits on a connection that takes none of it
- * for the send timeout has that connection dropped. Calls it does not take are relayed to grpc-js
+ * measured before it is decoded (the listener's send timeout watches its answer as it watches
+ * every call's: send-timeout.ts). Calls it does not take are relayed to grpc-js
  * (grpc-js-relay.ts): a compressed message (`grpc-encoding`), a deadline (`grpc-timeout`), and
  * what is not a POST of gRPC content.
  */
-import type { Socket } from 'node:net'
 import type { InFlightReservation } from '../../types/kserve'
 import type { ModelInferRequest, ModelInferResponse } from '../../types/grpc'
 import type { Http2ServerStream } from '../http2/server-stream'
 import type { RequestHeaders } from '../http2/request-headers'
 import type { RestrictedFeatures } from '../util/restricted-features'
-import { watchOutput } from '../util/send-progress'
 import { FaceTrace } from '../models/face-trace'
 import type { CancellableCall } from './model-infer'
 import { answerModelInfer, type ModelInferHandlerOptions } from './model-infer-handler'
@@ -33,16 +31,13 @@ export interface ModelInferStreamsOptions extends ModelInferHandlerOptions {
   maxSendMessageBytes?: number
   /** The inference category refuses calls without its key while restricted. */
   restrictions: RestrictedFeatures
-  sendTimeoutMs: number
-  /** Told of a connection about to be dropped: it took none of an answer for the send timeout. */
-  dropped: (socket: Socket) => void
 }
 
 /** ModelInfer's path: `/inference.GRPCInferenceService/ModelInfer`. */
 export const MODEL_INFER_PATH = `/${SERVICE}/ModelInfer`
 
-/** A connection's taker of streams: true when it answers `stream` (on `socket`, its connection's). */
-export type StreamTaker = (stream: Http2ServerStream, socket: Socket) => boolean
+/** A connection's taker of streams: true when it answers `stream`. */
+export type StreamTaker = (stream: Http2ServerStream) => boolean
 
 const takes = (headers: RequestHeaders): boolean =>
   headers[':path'] === MODEL_INFER_PATH && headers[':method'] === 'POST' && headers['grpc-timeout'] === undefined &&
@@ -58,9 +53,9 @@ function headerValue (headers: RequestHeaders, lowerCaseName: string): string | 
 
 /** The listener's taker of ModelInfer streams (see above). */
 export function modelInferStreams (options: ModelInferStreamsOptions): StreamTaker {
-  return (stream, socket) => {
+  return (stream) => {
     if (!takes(stream.headers)) return false
-    new ModelInferStream(stream, socket, options).start()
+    new ModelInferStream(stream, options).start()
     return true
   }
 }
@@ -78,7 +73,6 @@ class CallStatus {
 class ModelInferStream implements CancellableCall {
   cancelled = false
   readonly #stream: Http2ServerStream
-  readonly #socket: Socket
   readonly #options: ModelInferStreamsOptions
   readonly #reservation: InFlightReservation
   /** The length prefix, until it is whole. */
@@ -92,11 +86,9 @@ class ModelInferStream implements CancellableCall {
   #answered = false
   #onCancel: Array<() => void> = []
   #trace: FaceTrace | undefined
-  #stopWatching: (() => void) | undefined
 
-  constructor (stream: Http2ServerStream, socket: Socket, options: ModelInferStreamsOptions) {
+  constructor (stream: Http2ServerStream, options: ModelInferStreamsOptions) {
     this.#stream = stream
-    this.#socket = socket
     this.#options = options
     this.#reservation = options.registry.inFlight.open()
   }
@@ -202,18 +194,7 @@ class ModelInferStream implements CancellableCall {
     this.#answered = true
     stream.respond(ANSWER_HEADERS)
     stream.write(frame.write())
-    // Watched from before its end: a stream whose answer goes out at once closes within it.
-    this.#watchSending()
     stream.end(OK_TRAILERS)
-  }
-
-  /** Drops the connection if it takes none of the answer for the send timeout, as over HTTP. */
-  #watchSending (): void {
-    const socket = this.#socket
-    this.#stopWatching = watchOutput(socket, this.#options.sendTimeoutMs, () => {
-      this.#options.dropped(socket)
-      socket.destroy()
-    })
   }
 
   #fail (error: unknown): void {
@@ -231,7 +212,6 @@ class ModelInferStream implements CancellableCall {
 
   /** The call is over: sent, refused, or its client or connection went away before its answer. */
   #close (): void {
-    this.#stopWatching?.()
     this.#reservation.release()
     if (!this.#answered) {
       this.cancelled = true

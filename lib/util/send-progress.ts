@@ -16,16 +16,16 @@ type Queueing = Socket & { _handle?: { writeQueueSize?: number } | null }
 const outputState = (socket: Queueing): number => socket.bytesWritten - (socket._handle?.writeQueueSize ?? 0)
 
 /**
- * Calls `stalled` once the output of `socket` has not moved for `ms`, checked every tenth of it
- * (at most every second): so within [ms, ms + 1 s] of the last byte the peer took. Returns the
- * way to stop watching.
+ * Calls `stalled` once the output of `socket` has not moved for `ms` while it had something to
+ * send (`waiting`, by default always), checked every tenth of it (at most every second): so
+ * within [ms, ms + 1 s] of the last byte the peer took. Returns the way to stop watching.
  */
-export function watchOutput (socket: Socket, ms: number, stalled: () => void): () => void {
+export function watchOutput (socket: Socket, ms: number, stalled: () => void, waiting: () => boolean = always): () => void {
   let seen = outputState(socket)
   let movedAt = performance.now()
   const stop = checkEvery(checkPeriodFor(ms), () => {
     const state = outputState(socket)
-    if (state !== seen) {
+    if (state !== seen || !waiting()) {
       seen = state
       movedAt = performance.now()
     } else if (performance.now() - movedAt >= ms) {
@@ -35,3 +35,5 @@ export function watchOutput (socket: Socket, ms: number, stalled: () => void): (
   })
   return stop
 }
+
+const always = () => true
