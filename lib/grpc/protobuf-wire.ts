@@ -11,7 +11,43 @@ export const FIXED64 = 1
 export const DELIMITED = 2
 export const FIXED32 = 5
 
-/** Reads varints and lengths of `bytes`, from `position` on, never past `end`; a failure names `message`. */
+/** The words of the varint `readVarint` read last, as two 32-bit words: read them before it reads
+ * another. (Module state rather than an object per read: a message's fields are read without
+ * allocating.) */
+let varintLow = 0
+let varintHigh = 0
+
+/** Reads the varint at `position` of `bytes`, never past `end`, into `varintLow` and `varintHigh`
+ * (its bits past the 64th, which protobuf drops, dropped); returns where it ends. */
+function readVarint (bytes: Uint8Array, position: number, end: number, message: string): number {
+  let low = 0
+  let high = 0
+  for (let shift = 0; shift < 70; shift += 7) {
+    if (position >= end) throw errors.malformedMessage(message, 'a varint runs past the end of its field')
+    const byte = bytes[position++]
+    const bits = byte & 0x7f
+    if (shift < 28) low |= bits << shift
+    else if (shift === 28) {
+      low |= bits << 28
+      high |= bits >>> 4
+    } else high |= bits << (shift - 32) // the 10th byte: only its lowest bit is left in 64
+    if (byte < 0x80) {
+      varintLow = low >>> 0
+      varintHigh = high >>> 0
+      return position
+    }
+  }
+  throw errors.malformedMessage(message, 'a varint is longer than 10 bytes')
+}
+
+/** The varint `readVarint` read last, which must fit in 31 bits: tags and lengths. */
+function small (message: string, what: string): number {
+  if (varintHigh !== 0 || varintLow > 0x7fffffff) throw errors.malformedMessage(message, `${what} is too large`)
+  return varintLow
+}
+
+/** Reads the varints of `bytes` one after another, from `position` on, never past `end` (packed
+ * elements); a failure names `message`. */
 export class Cursor {
   /** The last 64-bit varint read, as two 32-bit words. */
   low = 0
@@ -19,43 +55,11 @@ export class Cursor {
 
   constructor (readonly bytes: Uint8Array, public position: number, readonly end: number, readonly message: string) {}
 
-  malformed (reason: string): Error {
-    return errors.malformedMessage(this.message, reason)
-  }
-
   /** Reads a varint into `low` and `high` (its bits past the 64th, which protobuf drops, dropped). */
   varint (): void {
-    const { bytes, end } = this
-    let low = 0
-    let high = 0
-    for (let shift = 0; shift < 70; shift += 7) {
-      if (this.position >= end) throw this.malformed('a varint runs past the end of its field')
-      const byte = bytes[this.position++]
-      const bits = byte & 0x7f
-      if (shift < 28) low |= bits << shift
-      else if (shift === 28) {
-        low |= bits << 28
-        high |= bits >>> 4
-      } else high |= bits << (shift - 32) // the 10th byte: only its lowest bit is left in 64
-      if (byte < 0x80) {
-        this.low = low >>> 0
-        this.high = high >>> 0
-        return
-      }
-    }
-    throw this.malformed('a varint is longer than 10 bytes')
-  }
-
-  /** A varint that must fit in 31 bits: tags and lengths. */
-  small (what: string): number {
-    this.varint()
-    if (this.high !== 0 || this.low > 0x7fffffff) throw this.malformed(`${what} is too large`)
-    return this.low
-  }
-
-  skip (bytes: number): void {
-    if (bytes > this.end - this.position) throw this.malformed('a field runs past the end of its message')
-    this.position += bytes
+    this.position = readVarint(this.bytes, this.position, this.end, this.message)
+    this.low = varintLow
+    this.high = varintHigh
   }
 }
 
@@ -72,26 +76,33 @@ export const wireTypes = (...types: number[]): number => types.reduce((mask, typ
 
 /** Visits the fields of the message `message` in `[start, end)` of `bytes`. */
 export function eachField (message: string, bytes: Uint8Array, start: number, end: number, expected: Expected | undefined, visit: Visit): void {
-  const cursor = new Cursor(bytes, start, end, message)
-  while (cursor.position < end) {
-    const tag = cursor.small('a field tag')
+  let position = start
+  while (position < end) {
+    position = readVarint(bytes, position, end, message)
+    const tag = small(message, 'a field tag')
     const field = tag >>> 3
     const wire = tag & 7
-    if (field === 0) throw cursor.malformed('a field has number 0')
-    let from = cursor.position
-    if (wire === VARINT) cursor.varint()
-    else if (wire === FIXED64) cursor.skip(8)
-    else if (wire === FIXED32) cursor.skip(4)
+    if (field === 0) throw errors.malformedMessage(message, 'a field has number 0')
+    let from = position
+    if (wire === VARINT) position = readVarint(bytes, position, end, message)
+    else if (wire === FIXED64 || wire === FIXED32) position = skipped(message, position, wire === FIXED64 ? 8 : 4, end)
     else if (wire === DELIMITED) {
-      const length = cursor.small('a field length')
-      from = cursor.position
-      cursor.skip(length)
-    } else throw cursor.malformed(`wire type ${wire} is not used by this protocol`)
+      position = readVarint(bytes, position, end, message)
+      const length = small(message, 'a field length')
+      from = position
+      position = skipped(message, position, length, end)
+    } else throw errors.malformedMessage(message, `wire type ${wire} is not used by this protocol`)
     if (expected !== undefined) {
       const wires = expected[field]
       if (wires === undefined) continue
-      if ((wires & (1 << wire)) === 0) throw cursor.malformed(`field ${field} has wire type ${wire}`)
+      if ((wires & (1 << wire)) === 0) throw errors.malformedMessage(message, `field ${field} has wire type ${wire}`)
     }
-    visit(field, wire, from, cursor.position)
+    visit(field, wire, from, position)
   }
+}
+
+/** Where `bytes` bytes from `position` end, if not past `end`. */
+function skipped (message: string, position: number, bytes: number, end: number): number {
+  if (bytes > end - position) throw errors.malformedMessage(message, 'a field runs past the end of its message')
+  return position + bytes
 }
