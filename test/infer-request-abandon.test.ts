@@ -1,7 +1,9 @@
 /**
  * A request abandoned by its client (`abandon()`): its signal aborts with the reason, whether it
  * was read before or after (it is made when first read), `throwIfAbandoned()` throws the same
- * reason, the first reason stays, and a request whose leases have ended is not abandoned.
+ * reason, the first reason stays, and a request whose leases have ended is not abandoned. Listeners
+ * of `onAbandoned()` are told once, with the same reason, unless they stopped listening; one that
+ * comes after the abandonment is told at once.
  */
 import t from 'tap'
 import { InferRequest, Registry } from '../lib/index'
@@ -43,4 +45,34 @@ t.test('a request whose leases ended is not abandoned', async (t) => {
   infer.abandon()
   infer.throwIfAbandoned()
   t.equal(infer.signal.aborted, false)
+})
+
+t.test('onAbandoned: each listener told once with the reason, one that stopped listening not at all, one after it at once', async (t) => {
+  const infer = request()
+  const told: Array<[string, Error]> = []
+  infer.onAbandoned((reason) => told.push(['first', reason]))
+  const stopListening = infer.onAbandoned((reason) => told.push(['stopped', reason]))
+  infer.onAbandoned((reason) => told.push(['second', reason]))
+  stopListening()
+  stopListening()
+  t.same(told, [], 'no one told while the client is there')
+  const reason = new Error('its client went away')
+  infer.abandon(reason)
+  infer.abandon(new Error('a later reason'))
+  t.same(told, [['first', reason], ['second', reason]], 'in the order they listened, once, with the first reason')
+  const late = infer.onAbandoned((reason) => told.push(['late', reason]))
+  t.same(told.at(-1), ['late', reason], 'a listener after the abandonment is told at once')
+  late()
+  t.equal(told.length, 3)
+  t.equal(infer.signal.reason, reason, 'the signal, made later, agrees')
+  infer.release()
+})
+
+t.test('onAbandoned: a request whose leases ended tells no one', async (t) => {
+  const infer = request()
+  let told = 0
+  infer.onAbandoned(() => told++)
+  infer.release()
+  infer.abandon()
+  t.equal(told, 0)
 })

@@ -115,6 +115,8 @@ export class InferRequest {
    * request's reading: most requests are never abandoned, and their signal never read). */
   #abandonedBy?: Error
   #abandoned?: AbortController
+  /** Told of the abandonment (`onAbandoned`): cheaper than a signal's listeners. */
+  #onAbandoned?: Array<(reason: Error) => void>
   /** Holds taken by `retain()` and not yet ended; `release()` waits for the last. */
   #holds = 0
   #releaseWaiting = false
@@ -355,14 +357,33 @@ export class InferRequest {
     if (this.#abandonedBy !== undefined) throw this.#abandonedBy
   }
 
+  /**
+   * Calls `listener` with the reason once the request is abandoned (at once if it is already);
+   * returns the way to stop listening. As `signal.addEventListener('abort', ...)`, without making
+   * the signal: what a model that stops its own work needs of it, for a fraction of its cost.
+   */
+  onAbandoned (listener: (reason: Error) => void): () => void {
+    if (this.#abandonedBy !== undefined) {
+      listener(this.#abandonedBy)
+      return () => {}
+    }
+    const listeners = this.#onAbandoned ??= []
+    listeners.push(listener)
+    return () => {
+      const index = listeners.indexOf(listener)
+      if (index >= 0) listeners.splice(index, 1)
+    }
+  }
+
   /** Marks the request abandoned by its client (see `signal`), or by its transport with `reason`
    * (a stream's request still queued when the server stops). Nothing to do once its leases have
    * ended (grpc-js reports every unary call that ended as cancelled): the default reason, an
    * error with its stack, is made only for a request abandoned indeed. */
   abandon (reason?: Error): void {
     if (this.#over || this.#abandonedBy !== undefined) return
-    this.#abandonedBy = reason ?? errors.clientClosedRequest()
-    this.#abandoned?.abort(this.#abandonedBy)
+    const abandonedBy = this.#abandonedBy = reason ?? errors.clientClosedRequest()
+    this.#abandoned?.abort(abandonedBy)
+    for (const listener of this.#onAbandoned?.splice(0) ?? []) listener(abandonedBy)
   }
 
   /**

@@ -120,6 +120,9 @@ function signatureOf ({ name, platform, maxBatchSize, inputs, outputs }: ModelDe
   return { name, versions, ...(platform !== undefined && { platform }), ...(maxBatchSize !== undefined && { maxBatchSize }), inputs, outputs }
 }
 
+/** A request's signal, made only if asked for (by a run that has to wait). */
+const signalOf = (infer: InferRequest) => () => infer.signal
+
 /** Why a request failed, in Triton's terms: its client went away, its admission refused it,
  * its model failed, or anything else. */
 function failureReason (error: unknown, signal: AbortSignal | undefined, running: boolean): FailureReason {
@@ -486,7 +489,7 @@ export class ModelTable {
       // Each wait only where there is one: an await of nothing still costs a turn of the queue.
       if (call.beforeRun !== undefined) await call.beforeRun(infer)
       if (turn !== undefined) await untilTurn(turn, infer.signal)
-      if (model.instances !== undefined) instance = await model.instances.take(infer.signal)
+      if (model.instances !== undefined) instance = await model.instances.take(signalOf(infer))
       infer.throwIfAbandoned()
       call.started?.(infer)
       const sending = infer

@@ -20,8 +20,8 @@ type TypedArray = Exclude<TensorData, Buffer[] | BytesElements>
 /** What a model needs of its runner: a turn within its bound on runs at once. */
 export interface RunSlots {
   /** Waits for a turn; resolves with the function that ends it. Throws once the runner is closed,
-   * and with `signal`'s reason once it aborts (leaving the queue at once). */
-  acquire(signal: AbortSignal): Promise<() => void>
+   * and with the reason of the signal `signalOf` gives once it aborts (leaving the queue at once). */
+  acquire(signalOf: () => AbortSignal): Promise<() => void>
 }
 
 const metadataOf = ({ name, tensor, type, shape }: OrtValueInfo): InferenceSession.ValueMetadata =>
@@ -61,7 +61,7 @@ export class OnnxModel {
   async run (infer: InferRequest): Promise<void> {
     const letGo = infer.retain()
     try {
-      const end = await this.#slots.acquire(infer.signal)
+      const end = await this.#slots.acquire(() => infer.signal)
       try {
         infer.throwIfAbandoned()
         await this.#runNow(infer)
@@ -93,8 +93,7 @@ export class OnnxModel {
     const run = ortAddon.ortRun(this.#session, inputs.map((_, index) => index),
       inputs.map(({ data }) => bytesOf(data as TypedArray)), inputs.map(({ shape }) => shape),
       outputIndices, outputBytes, outputShapes)
-    const stop = () => ortAddon.ortTerminate(run)
-    infer.signal.addEventListener('abort', stop)
+    const stopListening = infer.onAbandoned(() => ortAddon.ortTerminate(run))
     let results: Array<OrtAllocatedOutput | null>
     try {
       results = await run.done
@@ -102,7 +101,7 @@ export class OnnxModel {
       infer.throwIfAbandoned()
       throw errors.onnxRunFailed((error as Error).message)
     } finally {
-      infer.signal.removeEventListener('abort', stop)
+      stopListening()
     }
     results.forEach((result, index) => { if (result !== null) store(infer, infer.requestedOutputs[index], result) })
   }

@@ -71,7 +71,7 @@ export class OnnxRunner {
   readonly #turns: Turns
   readonly #runs = new Set<Promise<void>>()
   #closed = false
-  readonly #slots: RunSlots = { acquire: (signal) => this.#acquire(signal) }
+  readonly #slots: RunSlots = { acquire: (signalOf) => this.#acquire(signalOf) }
 
   constructor (options: OnnxRunnerOptions = {}) {
     checkOptions(problemOfRunner, options)
@@ -118,7 +118,7 @@ export class OnnxRunner {
     for (const model of this.#models.splice(0)) model.release()
   }
 
-  async #acquire (signal: AbortSignal): Promise<() => void> {
+  async #acquire (signalOf: () => AbortSignal): Promise<() => void> {
     if (this.#closed) throw errors.onnxRunnerClosed()
     let finish!: () => void
     const run = new Promise<void>((resolve) => { finish = resolve })
@@ -130,7 +130,7 @@ export class OnnxRunner {
     let giveBack: () => void
     try {
       // A run whose client went away keeps nothing (its request's leases, a turn) until a turn it would not use.
-      giveBack = await this.#turns.take(signal)
+      giveBack = await this.#turns.take(signalOf)
     } catch (error) {
       forget()
       throw error

@@ -1,7 +1,8 @@
 /**
  * A number of turns taken in the order they were asked for: at most that many holders at once;
  * the others wait, first come first served, and one whose signal aborts while it waits leaves the
- * queue at once. What a model's instances (Triton's `instance_group` count) and the ONNX runner's
+ * queue at once. (The signal is asked for only by a caller that waits: a request's is made when
+ * first read, and costs more than the rest of a turn.) What a model's instances (Triton's `instance_group` count) and the ONNX runner's
  * concurrency both are.
  */
 export class Turns {
@@ -13,10 +14,10 @@ export class Turns {
   }
 
   /** Resolves once a turn is the caller's, with the function that gives it back (to be called
-   * once); rejects with the signal's reason if it aborts while the caller waits. */
-  async take (signal: AbortSignal): Promise<() => void> {
+   * once); rejects with the reason of the signal `signalOf` gives if it aborts while the caller waits. */
+  async take (signalOf: () => AbortSignal): Promise<() => void> {
     if (this.#free > 0) this.#free--
-    else await this.#turn(signal)
+    else await this.#turn(signalOf())
     return () => {
       // The turn passes to the caller waiting longest, or is free again.
       const next = this.#waiting.shift()
