@@ -76,3 +76,15 @@ t.test('onAbandoned: a request whose leases ended tells no one', async (t) => {
   infer.abandon()
   t.equal(told, 0)
 })
+
+t.test('a request for another model (an ensemble\'s step) is abandoned with its parent, even one made after', async (t) => {
+  const parent = request()
+  const before = parent.forModel(model, '1', [{ name: 'X', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }], ['Y'])
+  parent.abandon()
+  t.throws(() => before.throwIfAbandoned(), { kind: 'cancelled' }, 'one made before')
+  const after = parent.forModel(model, '1', [{ name: 'X', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }], ['Y'])
+  t.throws(() => after.throwIfAbandoned(), { kind: 'cancelled' }, 'one made after')
+  before.release()
+  after.release()
+  parent.release()
+})

@@ -263,9 +263,7 @@ export class InferRequest {
       throw error
     }
     request.#stepReservation = reservation
-    const abandon = () => request.abandon()
-    this.signal.addEventListener('abort', abandon, { once: true })
-    request.#detach = () => this.signal.removeEventListener('abort', abandon)
+    request.#detach = this.onAbandoned(() => request.abandon())
     return request
   }
 
