@@ -293,14 +293,10 @@ t.test('a consumer\'s throw ends its connection with INTERNAL_ERROR and is told'
   t.match(warning.message, /^an HTTP\/2 stream's consumer failed: Error: the consumer failed/, 'and a process warning says so')
 })
 
-t.test('a client that reads none of its answers and asks for more: dropped with ENHANCE_YOUR_CALM', async (t) => {
-  const streams: Http2ServerStream[] = []
-  let closed: (code: number) => void = () => {}
-  const closing = new Promise<number>((resolve) => { closed = resolve })
-  const { client, send } = await connected(t, (stream) => {
-    streams.push(stream)
-    stream.onClose = closed
-  }, { maxQueuedBytes: 65_536 })
+/** A client that grants the server windows of 2^31-1, opens stream 1, and then reads nothing; the
+ * server queues 64 KiB of control answers unread. */
+async function notReading (t: Test, onStream: (stream: Http2ServerStream) => void) {
+  const { client, send } = await connected(t, onStream, { maxQueuedBytes: 65_536 })
   send([
     [FrameType.SETTINGS, 0, 0, setting(Setting.INITIAL_WINDOW_SIZE, 2 ** 31 - 1)],
     [FrameType.WINDOW_UPDATE, 0, 0, word(2 ** 31 - 1 - 65_535)],
@@ -308,6 +304,17 @@ t.test('a client that reads none of its answers and asks for more: dropped with 
   ])
   await client.next((read) => read.type === FrameType.SETTINGS && (read.flags & FrameFlag.ACK) !== 0)
   client.socket.pause()
+  return client
+}
+
+t.test('a client that reads none of its answers and asks for more: dropped with ENHANCE_YOUR_CALM', async (t) => {
+  const streams: Http2ServerStream[] = []
+  let closed: (code: number) => void = () => {}
+  const closing = new Promise<number>((resolve) => { closed = resolve })
+  const client = await notReading(t, (stream) => {
+    streams.push(stream)
+    stream.onClose = closed
+  })
   streams[0].respond([':status', '200'])
   // Far more than a socket's buffers hold: the rest waits in the server, since the client reads none.
   streams[0].write(Buffer.alloc(64 * 1024 * 1024))
@@ -323,24 +330,18 @@ t.test('a client that reads a large answer slowly: its PING answered after it, t
   const streams: Http2ServerStream[] = []
   let secondOpened = () => {}
   const opening = new Promise<void>((resolve) => { secondOpened = resolve })
-  const { client, send } = await connected(t, (stream) => {
+  const client = await notReading(t, (stream) => {
     streams.push(stream)
     if (stream.id === 3) secondOpened()
-  }, { maxQueuedBytes: 65_536 })
-  send([
-    [FrameType.SETTINGS, 0, 0, setting(Setting.INITIAL_WINDOW_SIZE, 2 ** 31 - 1)],
-    [FrameType.WINDOW_UPDATE, 0, 0, word(2 ** 31 - 1 - 65_535)],
-    [FrameType.HEADERS, HEADERS_END, 1, block()]
-  ])
-  await client.next((read) => read.type === FrameType.SETTINGS && (read.flags & FrameFlag.ACK) !== 0)
-  client.socket.pause()
+  })
   const answerBytes = 64 * 1024 * 1024
   streams[0].respond([':status', '200'])
   // Far more than a socket's buffers hold, and than the option: the rest waits in the server.
   streams[0].write(Buffer.alloc(answerBytes))
   streams[0].end()
   // A gRPC client probes its bandwidth with PINGs while it reads; the next stream says the server read this one.
-  send([[FrameType.PING, 0, 0, ping], [FrameType.HEADERS, FrameFlag.END_HEADERS, 3, block()]])
+  client.send(FrameType.PING, 0, 0, ping)
+  client.send(FrameType.HEADERS, FrameFlag.END_HEADERS, 3, block())
   await bounded(opening, 'the second stream')
   client.socket.resume()
   let dataBytes = 0
