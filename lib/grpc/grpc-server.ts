@@ -149,9 +149,11 @@ export async function listenGrpc (options: GrpcListenerOptions, { api, restricti
     }
     const serve = (stream: Http2ServerStream) => {
       if (!takeModelInfer(stream)) grpcJs.serve(stream)
-      if (stream.closed) return
-      watchReceiving(stream, streaming.has(stream.headers[':path']), receiving)
-      watchSending(stream, socket, sending)
+      // (A stream its consumer reset at once has nothing left to watch.)
+      if (!stream.closed) {
+        watchReceiving(stream, streaming.has(stream.headers[':path']), receiving)
+        watchSending(stream, socket, sending)
+      }
     }
     connections.set(socket, new Http2ServerConnection(socket, serve))
     socket.once('close', () => {
