@@ -61,7 +61,10 @@ export class ServiceLog extends EventEmitter {
       }
       this.emit('line')
     })
-    child.stderr!.on('data', (chunk: Buffer) => { this.other += chunk.toString() })
+    child.stderr!.on('data', (chunk: Buffer) => {
+      this.other += chunk.toString()
+      this.emit('line')
+    })
     child.once('exit', () => {
       this.#exited = true
       this.emit('line')
@@ -75,5 +78,12 @@ export class ServiceLog extends EventEmitter {
     await whenEvent(this, 'line', () => enough() || this.#exited, `${what}\n${this.other}`, ms)
     if (!enough()) throw new Error(`${what}: the service exited\n${this.other}`)
     return this.lines.filter(select)
+  }
+
+  /** Resolves once what the service printed besides its JSON lines (its stderr: a worker's too,
+   * a pipe apart from the primary's log) matches `pattern`. */
+  async untilPrinted (pattern: RegExp, what: string, ms = PATIENCE_MS): Promise<void> {
+    await whenEvent(this, 'line', () => pattern.test(this.other) || this.#exited, `${what}\n${this.other}`, ms)
+    if (!pattern.test(this.other)) throw new Error(`${what}: the service exited\n${this.other}`)
   }
 }
