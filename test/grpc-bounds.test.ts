@@ -7,35 +7,13 @@
 import http2 from 'node:http2'
 import net from 'node:net'
 import { status } from '@grpc/grpc-js'
-import type { FastifyInstance } from 'fastify'
-import t, { type Test } from 'tap'
-import { inferenceService } from '../lib/grpc'
+import t from 'tap'
 import { grpcClient, listenGrpcPlugin } from './helpers/grpc'
-import { echoModel, heldSum, makeMappedObject, registerRegion, sumModel, type TestModel } from './helpers/kserve'
-import { framed, holdCallsOpen, rawGrpc } from './helpers/raw-grpc'
+import { echoModel, heldSum, sumModel, type TestModel } from './helpers/kserve'
+import { echoRegion, encodedInfer, framed, holdCallsOpen, rawGrpc } from './helpers/raw-grpc'
 import { bounded, eventually } from './helpers/sync'
 
 const MiB = 1024 ** 2
-
-/** A ModelInferRequest as grpc-js would encode it, for a raw HTTP/2 call. */
-const encodedInfer = (request: object): Buffer =>
-  (inferenceService().service.ModelInfer.requestSerialize as (value: object) => Buffer)(request)
-
-const shmParameters = (region: string, byteSize: number, offset = 0) => ({
-  shared_memory_region: { string_param: region },
-  shared_memory_offset: { int64_param: offset },
-  shared_memory_byte_size: { int64_param: byteSize }
-})
-
-/** echo's UINT8 output of `byteSize`, from a region of that size: the answer carries it raw. */
-async function echoRegion (t: Test, app: FastifyInstance, byteSize: number) {
-  const object = makeMappedObject(t, byteSize, 'grpc_bounds')
-  await registerRegion(t, app, 'in', object.key, byteSize)
-  return encodedInfer({
-    model_name: 'echo',
-    inputs: [{ name: 'IN_UINT8', datatype: 'UINT8', shape: [byteSize], parameters: shmParameters('in', byteSize) }]
-  })
-}
 
 t.test('a client that stops reading its answer is dropped after the send timeout; its memory goes back', async (t) => {
   const sendTimeoutMs = 1500

@@ -3,31 +3,16 @@
  * while an answer waits on its client. A stream that has sent all it has stays open however long
  * it waits; a client that stops reading is dropped; no call's watch outlives it.
  */
-import type { FastifyInstance } from 'fastify'
-import t, { type Test } from 'tap'
-import { inferenceService } from '../lib/grpc'
+import t from 'tap'
 import { pendingChecks } from '../lib/util/periodic-checks'
 import { grpcClient, listenGrpcPlugin } from './helpers/grpc'
-import { echoModel, makeMappedObject, registerRegion } from './helpers/kserve'
-import { framed, rawGrpc } from './helpers/raw-grpc'
-import { shmParameters, streamClient } from './helpers/stream'
+import { echoModel } from './helpers/kserve'
+import { echoRegion, framed, rawGrpc } from './helpers/raw-grpc'
+import { streamClient } from './helpers/stream'
 import { bounded } from './helpers/sync'
 
 const MiB = 1024 ** 2
 const echo = echoModel('echo', ['UINT8'])
-
-const encodedInfer = (request: object): Buffer =>
-  (inferenceService().service.ModelInfer.requestSerialize as (value: object) => Buffer)(request)
-
-/** A ModelInfer of echo whose answer carries `byteSize` bytes raw, read from a region. */
-async function echoRegion (t: Test, app: FastifyInstance, byteSize: number): Promise<Buffer> {
-  const object = makeMappedObject(t, byteSize, 'send_timeout')
-  await registerRegion(t, app, 'in', object.key, byteSize)
-  return encodedInfer({
-    model_name: 'echo',
-    inputs: [{ name: 'IN_UINT8', datatype: 'UINT8', shape: [byteSize], parameters: shmParameters('in', byteSize) }]
-  })
-}
 
 const echoOf = (id: string) => ({
   model_name: 'echo',

@@ -7,7 +7,10 @@
 import { once } from 'node:events'
 import http2 from 'node:http2'
 import { deflateSync, gzipSync } from 'node:zlib'
+import type { FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
+import { inferenceService } from '../../lib/grpc'
+import { makeMappedObject, registerRegion } from './kserve'
 import { bounded } from './sync'
 
 // Protocol buffers' wire format, as much of it as the tests write
@@ -207,4 +210,25 @@ export function rawStream (raw: RawGrpc, method: string, compression: Compressio
       return bounded(closed, 'the end of the stream')
     }
   }
+}
+
+/** A ModelInferRequest as grpc-js would encode it, for a raw HTTP/2 call. */
+export const encodedInfer = (request: object): Buffer =>
+  (inferenceService().service.ModelInfer.requestSerialize as (value: object) => Buffer)(request)
+
+/** A ModelInfer of `echoModel('echo', ['UINT8'])` whose answer carries `byteSize` bytes raw, read
+ * from a region of that size registered as `in`. */
+export async function echoRegion (t: Test, app: FastifyInstance, byteSize: number): Promise<Buffer> {
+  const object = makeMappedObject(t, byteSize, 'raw_grpc_echo')
+  await registerRegion(t, app, 'in', object.key, byteSize)
+  const shm = { string_param: 'in' }
+  return encodedInfer({
+    model_name: 'echo',
+    inputs: [{
+      name: 'IN_UINT8',
+      datatype: 'UINT8',
+      shape: [byteSize],
+      parameters: { shared_memory_region: shm, shared_memory_offset: { int64_param: 0 }, shared_memory_byte_size: { int64_param: byteSize } }
+    }]
+  })
 }
