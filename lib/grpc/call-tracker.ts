@@ -27,7 +27,7 @@ export function callTracker (): ServerInterceptor {
         },
         // grpc-js tells a call's listener it is cancelled whenever its stream closes: once its
         // status is sent, or when the client or the connection went away.
-        onCancel: () => markEnded()
+        onCancel: markEnded
       })
     })
   }

@@ -120,9 +120,6 @@ function signatureOf ({ name, platform, maxBatchSize, inputs, outputs }: ModelDe
   return { name, versions, ...(platform !== undefined && { platform }), ...(maxBatchSize !== undefined && { maxBatchSize }), inputs, outputs }
 }
 
-/** A request's signal, made only if asked for (by a run that has to wait). */
-const signalOf = (infer: InferRequest) => () => infer.signal
-
 /** Why a request failed, in Triton's terms: its client went away, its admission refused it,
  * its model failed, or anything else. */
 function failureReason (error: unknown, signal: AbortSignal | undefined, running: boolean): FailureReason {
@@ -488,8 +485,8 @@ export class ModelTable {
       turn = place?.turn
       // Each wait only where there is one: an await of nothing still costs a turn of the queue.
       if (call.beforeRun !== undefined) await call.beforeRun(infer)
-      if (turn !== undefined) await untilTurn(turn, infer.signal)
-      if (model.instances !== undefined) instance = await model.instances.take(signalOf(infer))
+      if (turn !== undefined) await untilTurn(turn, infer)
+      if (model.instances !== undefined) instance = await model.instances.take(infer)
       infer.throwIfAbandoned()
       call.started?.(infer)
       const sending = infer
@@ -613,12 +610,10 @@ export class ModelTable {
 }
 
 /** Waits for a request's turn in its sequence; a request abandoned meanwhile fails at once. */
-function untilTurn ({ ready }: SequenceTurn, signal: AbortSignal): Promise<void> {
+function untilTurn ({ ready }: SequenceTurn, infer: InferRequest): Promise<void> {
   return new Promise((resolve, reject) => {
-    const abandoned = () => reject(signal.reason)
-    if (signal.aborted) return abandoned()
-    signal.addEventListener('abort', abandoned, { once: true })
-    ready.finally(() => signal.removeEventListener('abort', abandoned)).then(resolve, reject)
+    const stopListening = infer.onAbandoned(reject)
+    ready.finally(stopListening).then(resolve, reject)
   })
 }
 

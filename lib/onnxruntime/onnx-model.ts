@@ -13,6 +13,7 @@ import { bytesOf } from '../kserve/datatypes'
 import type { InferRequest } from '../kserve/infer-request'
 import { datatypeOf, ortTypeOfElement } from './datatypes'
 import { type OrtAllocatedOutput, ortAddon, type OrtSessionHandle, type OrtValueInfo } from './ort-library'
+import type { Abandonable } from '../util/abandonable'
 import { namedDims, shapeOf } from './output-shapes'
 
 type TypedArray = Exclude<TensorData, Buffer[] | BytesElements>
@@ -20,8 +21,8 @@ type TypedArray = Exclude<TensorData, Buffer[] | BytesElements>
 /** What a model needs of its runner: a turn within its bound on runs at once. */
 export interface RunSlots {
   /** Waits for a turn; resolves with the function that ends it. Throws once the runner is closed,
-   * and with the reason of the signal `signalOf` gives once it aborts (leaving the queue at once). */
-  acquire(signalOf: () => AbortSignal): Promise<() => void>
+   * and with the reason `waiter` is abandoned for if it is while it waits (leaving the queue at once). */
+  acquire(waiter: Abandonable): Promise<() => void>
 }
 
 const metadataOf = ({ name, tensor, type, shape }: OrtValueInfo): InferenceSession.ValueMetadata =>
@@ -61,7 +62,7 @@ export class OnnxModel {
   async run (infer: InferRequest): Promise<void> {
     const letGo = infer.retain()
     try {
-      const end = await this.#slots.acquire(() => infer.signal)
+      const end = await this.#slots.acquire(infer)
       try {
         infer.throwIfAbandoned()
         await this.#runNow(infer)

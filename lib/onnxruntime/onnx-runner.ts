@@ -5,6 +5,7 @@
  * the first model loads.
  */
 import * as errors from '../errors'
+import type { Abandonable } from '../util/abandonable'
 import { describeOptionProblem, nonNegativeInteger, positiveInteger, type Problem, validatorOf } from '../util/options-validator'
 import { Turns } from '../util/turns'
 import { OnnxModel, type RunSlots } from './onnx-model'
@@ -71,7 +72,7 @@ export class OnnxRunner {
   readonly #turns: Turns
   readonly #runs = new Set<Promise<void>>()
   #closed = false
-  readonly #slots: RunSlots = { acquire: (signalOf) => this.#acquire(signalOf) }
+  readonly #slots: RunSlots = { acquire: (waiter) => this.#acquire(waiter) }
 
   constructor (options: OnnxRunnerOptions = {}) {
     checkOptions(problemOfRunner, options)
@@ -118,7 +119,7 @@ export class OnnxRunner {
     for (const model of this.#models.splice(0)) model.release()
   }
 
-  async #acquire (signalOf: () => AbortSignal): Promise<() => void> {
+  async #acquire (waiter: Abandonable): Promise<() => void> {
     if (this.#closed) throw errors.onnxRunnerClosed()
     let finish!: () => void
     const run = new Promise<void>((resolve) => { finish = resolve })
@@ -130,7 +131,7 @@ export class OnnxRunner {
     let giveBack: () => void
     try {
       // A run whose client went away keeps nothing (its request's leases, a turn) until a turn it would not use.
-      giveBack = await this.#turns.take(signalOf)
+      giveBack = await this.#turns.take(waiter)
     } catch (error) {
       forget()
       throw error
