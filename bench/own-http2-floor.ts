@@ -14,10 +14,12 @@ const TRAILERS = ['grpc-status', '0', 'grpc-message', 'OK']
 /** A server answering every stream, once its client has sent all, with `message` (a whole gRPC frame) and status 0. */
 export function ownHttp2Floor (message: Buffer): net.Server {
   return net.createServer((socket) => new Http2ServerConnection(socket, (stream) => {
-    stream.onEnd = () => {
-      stream.respond(HEADERS)
-      stream.write(message)
-      stream.end(TRAILERS)
-    }
+    stream.handle({
+      onEnd: () => {
+        stream.respond(HEADERS)
+        stream.write(message)
+        stream.end(TRAILERS)
+      }
+    })
   }))
 }

@@ -22,7 +22,8 @@ export function callTracker (): ServerInterceptor {
     return new ServerInterceptingCall(call, {
       start: (next) => next({
         onReceiveMetadata: (metadata: Marked, passOn) => {
-          metadata[CALL_END] = (callback) => { ended.then(callback) }
+          const afterEnd = (callback: () => void) => { ended.then(callback) }
+          metadata[CALL_END] = afterEnd
           passOn(metadata)
         },
         // grpc-js tells a call's listener it is cancelled whenever its stream closes: once its

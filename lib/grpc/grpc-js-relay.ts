@@ -75,15 +75,17 @@ export class GrpcJsRelay implements GrpcJsConnection {
 
 /** The client's side of a call, into its relayed request. */
 function relayRequest (stream: Http2ServerStream, request: ClientHttp2Stream): void {
-  stream.onData = (chunk) => {
-    if (request.write(chunk)) return
-    stream.pause()
-    request.once('drain', () => stream.resume())
-  }
-  stream.onEnd = () => request.end()
-  stream.onClose = (code) => {
-    if (code !== 0 && !request.closed) request.close(code)
-  }
+  stream.handle({
+    onData: (chunk) => {
+      if (request.write(chunk)) return
+      stream.pause()
+      request.once('drain', () => stream.resume())
+    },
+    onEnd: () => request.end(),
+    onClose: (code) => {
+      if (code !== 0 && !request.closed) request.close(code)
+    }
+  })
 }
 
 /** grpc-js's answer, onto the client's stream. */
@@ -97,7 +99,7 @@ function relayAnswer (request: ClientHttp2Stream, stream: Http2ServerStream): vo
     // What the client's windows hold back stops grpc-js's answer, until it is out.
     if (stream.pendingBytes > 0) request.pause()
   }
-  stream.onDrain = () => request.resume()
+  stream.handle({ onDrain: () => request.resume() })
   request.on('response', (headers, flags) => {
     ended = (flags & NGHTTP2_FLAG_END_STREAM) !== 0
     stream.respond(fieldsOf(headers), ended)

@@ -60,20 +60,22 @@ export class GrpcJsStream extends EventEmitter {
     super()
     this.#stream = stream
     this.session = { socket }
-    stream.onData = (chunk) => {
-      if (this.#paused || this.#unread.length > 0) this.#unread.push(chunk)
-      else this.emit('data', chunk)
-    }
-    stream.onEnd = () => {
-      this.#remoteEnded = true
-      this.#flow()
-    }
-    stream.onDrain = () => this.#sent()
-    stream.onClose = (code) => {
-      this.rstCode = code
-      this.#sent()
-      process.nextTick(() => this.emit('close'))
-    }
+    stream.handle({
+      onData: (chunk) => {
+        if (this.#paused || this.#unread.length > 0) this.#unread.push(chunk)
+        else this.emit('data', chunk)
+      },
+      onEnd: () => {
+        this.#remoteEnded = true
+        this.#flow()
+      },
+      onDrain: () => this.#sent(),
+      onClose: (code) => {
+        this.rstCode = code
+        this.#sent()
+        process.nextTick(() => this.emit('close'))
+      }
+    })
   }
 
   get closed (): boolean {

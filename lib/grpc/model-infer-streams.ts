@@ -96,15 +96,14 @@ class ModelInferStream implements CancellableCall {
   /** Follows the stream: the call is read, run on its half-close, and over when the stream closes. */
   start (): void {
     const stream = this.#stream
-    stream.onClose = () => this.#close()
+    stream.handle({ onClose: () => this.#close() })
     try {
       this.#options.restrictions.check('inference', (name) => headerValue(stream.headers, name))
     } catch (error) {
       this.#fail(error)
       return
     }
-    stream.onData = (chunk) => this.#receive(chunk)
-    stream.onEnd = () => this.#halfClosed()
+    stream.handle({ onData: (chunk) => this.#receive(chunk), onEnd: () => this.#halfClosed() })
   }
 
   once (_event: 'cancelled', listener: () => void): this {

@@ -172,7 +172,8 @@ class InferStream {
     this.#maxInFlight = options.maxRequestsInFlight ?? DEFAULT_STREAM_REQUESTS_IN_FLIGHT
     this.#grpcErrors = call.metadata.get('triton_grpc_error')[0] === 'true'
     this.#gate = readGateOf(call)
-    if (this.#gate !== undefined) this.#gate.onWait = () => streams.emit('change')
+    const changed = () => streams.emit('change')
+    if (this.#gate !== undefined) this.#gate.onWait = changed
     streams.add(this)
     call.on('data', this.#onData)
     call.on('end', () => {

@@ -61,7 +61,8 @@ export function inferenceService (): ServiceClientConstructor {
  * message will take before it decodes it (`receivedMessages`). */
 export function rawRequestsService (): ServiceClientConstructor {
   const service = serviceOf(loadProtocol())
-  for (const method of Object.values(service.service)) method.requestDeserialize = (bytes: Buffer) => bytes
+  const asReceived = (bytes: Buffer) => bytes
+  for (const method of Object.values(service.service)) method.requestDeserialize = asReceived
   return service
 }
 

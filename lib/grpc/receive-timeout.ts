@@ -80,23 +80,29 @@ export function watchReceiving (stream: Http2ServerStream, streaming: boolean, {
     stream.reset(ErrorCode.CANCEL)
   })
   const { onData, onEnd, onClose } = stream
-  stream.onClose = (code) => {
-    stop()
-    onClose(code)
-  }
-  if (!streaming) {
-    stream.onEnd = () => {
+  stream.handle({
+    onClose: (code) => {
       stop()
-      onEnd()
+      onClose(code)
     }
+  })
+  if (!streaming) {
+    stream.handle({
+      onEnd: () => {
+        stop()
+        onEnd()
+      }
+    })
     return
   }
   const framing = new Framing()
-  stream.onData = (chunk) => {
-    // A message that began here restarts the time: the one before it ended here.
-    if (framing.read(chunk)) since = undefined
-    if (framing.inMessage) since ??= performance.now()
-    else since = undefined
-    onData(chunk)
-  }
+  stream.handle({
+    onData: (chunk) => {
+      // A message that began here restarts the time: the one before it ended here.
+      if (framing.read(chunk)) since = undefined
+      if (framing.inMessage) since ??= performance.now()
+      else since = undefined
+      onData(chunk)
+    }
+  })
 }

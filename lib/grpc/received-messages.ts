@@ -214,7 +214,8 @@ export function receivedMessages ({ inFlight, maxMessageBytes, decoderOf, log }:
 function inflateHere (call: ServerInterceptingCallInterface, inflate: (payload: Buffer, compression: Compression) => Promise<Buffer>): void {
   const base = call as unknown as Inflating
   const grpcJsOwn = base.decompressMessage
-  base.decompressMessage = (framed, encoding) => encoding === 'gzip' || encoding === 'deflate'
+  const decompressMessage: Inflating['decompressMessage'] = (framed, encoding) => encoding === 'gzip' || encoding === 'deflate'
     ? inflate(framed.subarray(5), encoding)
     : grpcJsOwn.call(base, framed, encoding)
+  base.decompressMessage = decompressMessage
 }

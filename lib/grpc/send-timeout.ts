@@ -26,8 +26,10 @@ export function watchSending (stream: Http2ServerStream, socket: Socket, { ms, s
     socket.destroy()
   }, waiting)
   const { onClose } = stream
-  stream.onClose = (code) => {
-    stop()
-    onClose(code)
-  }
+  stream.handle({
+    onClose: (code) => {
+      stop()
+      onClose(code)
+    }
+  })
 }

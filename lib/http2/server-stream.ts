@@ -1,7 +1,7 @@
 /**
  * One request's stream on a connection of the package's own HTTP/2 (server-connection.ts): what
  * its client sends, handed on as it arrives, and what this side answers, framed and held to the
- * peer's flow-control windows. A consumer sets the `on*` handlers when it is given the stream.
+ * peer's flow-control windows. A consumer gives its handlers (`handle`) when it is given the stream.
  *
  * Its receive window is its memory bound: the client may send no more than the window this side
  * grants, and a paused stream grants none until it is resumed.
@@ -22,17 +22,22 @@ export interface StreamConnection {
   closeStream(stream: Http2ServerStream, code: number): void
 }
 
+/** What a consumer hears of its stream. */
+export type StreamHandlers = Pick<Http2ServerStream, 'onData' | 'onEnd' | 'onClose' | 'onDrain'>
+
+const ignored = () => {}
+
 export class Http2ServerStream {
   readonly id: number
   readonly headers: RequestHeaders
   /** A DATA frame's payload: a view of the connection's bytes (held, it holds them). */
-  onData: (chunk: Buffer) => void = () => {}
+  onData: (chunk: Buffer) => void = ignored
   /** The client sent all it will. */
-  onEnd: () => void = () => {}
+  onEnd: () => void = ignored
   /** The stream is over: `code` is NO_ERROR when both sides ended it, else why it was reset. */
-  onClose: (code: number) => void = () => {}
+  onClose: (code: number) => void = ignored
   /** DATA that waited for a window is all out (the windows let it into the connection's writes). */
-  onDrain: () => void = () => {}
+  onDrain: () => void = ignored
   /** The client's side is over (END_STREAM received). */
   remoteEnded = false
   /** This side sent END_STREAM, or reset the stream. */
@@ -59,6 +64,15 @@ export class Http2ServerStream {
     this.headers = headers
     this.sendWindow = sendWindow
     this.receiveWindow = receiveWindow
+  }
+
+  /**
+   * Sets the consumer's handlers, given in an object literal: V8 allocates a function literal
+   * assigned to a property (`stream.onEnd = () => ...`) in the old generation, where one made per
+   * stream keeps what it captures alive through young collections (eslint.config.js says more).
+   */
+  handle (handlers: Partial<StreamHandlers>): void {
+    Object.assign(this, handlers)
   }
 
   /** Sends the response's headers; `endStream` ends the stream with them (a trailers-only answer). */

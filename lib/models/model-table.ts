@@ -231,7 +231,8 @@ export class ModelTable {
    */
   serveWith (registry: SystemSharedMemoryRegistry): void {
     // In the opentelemetry trace mode, the shared memory API's calls are spans too.
-    if (registry instanceof Registry && this.#tracer.spans !== undefined) registry.operationSpans = (options) => this.#tracer.operation(options)
+    const operationSpans: Registry['operationSpans'] = (options) => this.#tracer.operation(options)
+    if (registry instanceof Registry && this.#tracer.spans !== undefined) registry.operationSpans = operationSpans
     if (!(registry instanceof Registry) || registry === this.#registry) return
     const store = registry.modelStore()
     if (!store.shared) return
