@@ -137,6 +137,25 @@ t.test('a client\'s DATA, padded, and its trailers reach the stream', async (t) 
   t.ok(ended, 'the trailers end the stream')
 })
 
+t.test('handlers given in parts (handle): each hears its event, one given later leaves the others', async (t) => {
+  const heard: string[] = []
+  const { client, send } = await connected(t, (stream) => {
+    stream.handle({ onData: (chunk) => heard.push(`data ${chunk.toString()}`), onClose: (code) => heard.push(`close ${code}`) })
+    stream.handle({
+      onEnd: () => {
+        heard.push('end')
+        stream.respond([':status', '200'], true)
+      }
+    })
+  })
+  send([
+    [FrameType.HEADERS, FrameFlag.END_HEADERS, 1, block()],
+    [FrameType.DATA, FrameFlag.END_STREAM, 1, Buffer.from('abc')]
+  ])
+  await client.next((read) => read.type === FrameType.HEADERS)
+  t.same(heard, ['data abc', 'end', `close ${ErrorCode.NO_ERROR}`])
+})
+
 t.test('what a stream sends is framed to the peer\'s settings and held to its windows', async (t) => {
   const streams: Http2ServerStream[] = []
   const { client, send } = await connected(t, (stream) => { streams.push(stream) })
