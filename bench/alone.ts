@@ -6,9 +6,9 @@
 import { mkdirSync } from 'node:fs'
 import path from 'node:path'
 import { progress } from './format'
-import { ServerProcess } from './server-process'
+import { ServerProcess, type ServerProcessOptions } from './server-process'
 
-export function runAlone (suite: (server: ServerProcess, quick: boolean) => Promise<void>): void {
+export function runAlone (suite: (server: ServerProcess, quick: boolean) => Promise<void>, options: ServerProcessOptions = {}): void {
   const args = process.argv.slice(2)
   const run = async () => {
     let cpuProfileDir: string | undefined
@@ -17,7 +17,7 @@ export function runAlone (suite: (server: ServerProcess, quick: boolean) => Prom
       mkdirSync(cpuProfileDir, { recursive: true })
     }
     progress('compiling bench/server.ts to plain JS and starting it as a child process')
-    const server = await ServerProcess.start({ cpuProfileDir })
+    const server = await ServerProcess.start({ ...options, cpuProfileDir })
     try {
       await suite(server, args.includes('--quick'))
     } finally {

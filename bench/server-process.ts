@@ -24,6 +24,8 @@ export interface ServerProcessOptions {
   processStatistics?: boolean
   /** Runs the server as this many node:cluster workers on one port (`WORKERS`), sharing one registry. */
   workers?: number
+  /** More of Node's and V8's flags for the server (`--expose-gc`, a heap's sizes). */
+  nodeFlags?: string[]
 }
 
 let serverFile: string | undefined
@@ -41,7 +43,7 @@ export class ServerProcess {
     const socketDirectory = mkdtempSync(path.join(os.tmpdir(), 'fastify-triton-shm-bench-sockets-'))
     const child = fork(serverFile, [], {
       // A heap to hold what the budget lets the JSON baseline's requests in flight hold (bench/server.ts).
-      execArgv: ['--max-old-space-size=8192', ...profile],
+      execArgv: ['--max-old-space-size=8192', ...profile, ...options.nodeFlags ?? []],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: {
         ...process.env,
@@ -78,6 +80,15 @@ export class ServerProcess {
   async setBarePayload (payload: string): Promise<void> {
     this.#send({ type: 'bare', payload })
     await waitFor(this.child, 'bare-set', START_TIMEOUT_MS)
+  }
+
+  /** Runs one scavenge in the server (started with `--expose-gc`); resolves with its new space's
+   * bytes in use after it: what survived it for the first time. */
+  async scavenge (): Promise<number> {
+    this.#send({ type: 'scavenge' })
+    const { newSpaceBytes } = await waitFor(this.child, 'scavenged', START_TIMEOUT_MS)
+    if (newSpaceBytes === null) throw new Error('the bench server runs without --expose-gc')
+    return newSpaceBytes
   }
 
   async stats (): Promise<ServerStats> {

@@ -10,9 +10,12 @@ export interface ServerStats {
   cpuMicros: number
 }
 
-export type ParentMessage = { type: 'bare', payload: string } | { type: 'stop' }
+/** `scavenge`: one young-generation collection (a server started with `--expose-gc`), answered
+ * with its new space's bytes in use after it (`null` without `--expose-gc`). */
+export type ParentMessage = { type: 'bare', payload: string } | { type: 'scavenge' } | { type: 'stop' }
 /** `floor`: the ports of the transports' own floor (bench/transport-floor.ts). */
 export type ChildMessage = { type: 'listening', port: number, grpcPort: number, floor: { httpPort: number, grpcPort: number, ownGrpcPort: number } } | { type: 'bare-set' }
+  | { type: 'scavenged', newSpaceBytes: number | null }
 
 /** The hand-written infer route: the model table suite's baseline. */
 export const HAND_INFER_ROUTE = '/bench/hand/models/:model/infer'

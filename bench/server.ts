@@ -22,6 +22,7 @@ import cluster from 'node:cluster'
 import net from 'node:net'
 import { once } from 'node:events'
 import path from 'node:path'
+import v8 from 'node:v8'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { runPrimary, workerCount } from '../example/cluster'
 import { loadModels, type Model, run, sumAndDifference } from '../example/models'
@@ -75,6 +76,14 @@ async function floorRoutes (app: FastifyInstance, models: Map<string, Model>, an
       send(reply)
     })
   })
+}
+
+/** Runs a scavenge (`--expose-gc`); the new space's bytes in use after it, null without the flag. */
+function scavenged (): number | null {
+  const collect = (globalThis as { gc?: (options: { type: 'minor' }) => void }).gc
+  if (collect === undefined) return null
+  collect({ type: 'minor' })
+  return v8.getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')?.space_used_size ?? null
 }
 
 /** HTTP on a Unix socket beside the port: its connections handed to the app's server (example/server.ts's way). */
@@ -136,6 +145,8 @@ async function main () {
     if (message.type === 'bare') {
       barePayload = Buffer.from(message.payload)
       send({ type: 'bare-set' })
+    } else if (message.type === 'scavenge') {
+      send({ type: 'scavenged', newSpaceBytes: scavenged() })
     } else if (message.type === 'stop') {
       stop()
     }
