@@ -13,7 +13,7 @@ module.exports = [
     // captures alive through every young-generation collection until a full one: that garbage is
     // copied and promoted, and V8 starts allocating the request's other objects old too
     // (docs/performance.md, "Garbage collection"). A function made per request is first a local.
-    files: ['lib/**/*.ts'],
+    files: ['lib/**/*.ts', 'example/**/*.ts'],
     rules: {
       'no-restricted-syntax': ['error', {
         selector: "AssignmentExpression[left.type='MemberExpression'] > :matches(ArrowFunctionExpression, FunctionExpression).right",

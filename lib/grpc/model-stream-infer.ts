@@ -172,8 +172,10 @@ class InferStream {
     this.#maxInFlight = options.maxRequestsInFlight ?? DEFAULT_STREAM_REQUESTS_IN_FLIGHT
     this.#grpcErrors = call.metadata.get('triton_grpc_error')[0] === 'true'
     this.#gate = readGateOf(call)
-    const changed = () => streams.emit('change')
-    if (this.#gate !== undefined) this.#gate.onWait = changed
+    if (this.#gate !== undefined) {
+      const changed = () => streams.emit('change')
+      this.#gate.onWait = changed
+    }
     streams.add(this)
     call.on('data', this.#onData)
     call.on('end', () => {

@@ -18,6 +18,7 @@ import {
 import { modelParametersOfJson } from './request-parameters'
 import { NO_SEQUENCE, sequenceFlagsOfJson } from './sequence-flags'
 import { tensorDataBytes } from './tensor-data'
+import type { Abandonable } from '../util/abandonable'
 
 export interface ReadInferRequestOptions {
   /** The registry that resolves `shared_memory_region` parameters (`app.systemSharedMemory`). */
@@ -91,7 +92,7 @@ function checkBatch ({ inputs }: InferRequestWire, { maxBatchSize = 0, name }: M
   if (batch > maxBatchSize) throw errors.batchTooLarge(maxBatchSize, name)
 }
 
-export class InferRequest {
+export class InferRequest implements Abandonable {
   readonly id?: string
   readonly model: ModelSignature
   /** The version of the model that runs the request, when known: every response names it. */

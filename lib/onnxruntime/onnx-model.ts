@@ -11,9 +11,9 @@ import type { BytesElements, Datatype, TensorData } from '../../types/kserve'
 import * as errors from '../errors'
 import { bytesOf } from '../kserve/datatypes'
 import type { InferRequest } from '../kserve/infer-request'
+import type { Abandonable } from '../util/abandonable'
 import { datatypeOf, ortTypeOfElement } from './datatypes'
 import { type OrtAllocatedOutput, ortAddon, type OrtSessionHandle, type OrtValueInfo } from './ort-library'
-import type { Abandonable } from '../util/abandonable'
 import { namedDims, shapeOf } from './output-shapes'
 
 type TypedArray = Exclude<TensorData, Buffer[] | BytesElements>
