@@ -191,9 +191,14 @@ export async function loadModels (): Promise<Map<string, Model>> {
 }
 
 /** Runs a model, first waiting `delayMs` (to show that regions in use outlive their unregister).
- * A client that left meanwhile gets no run: its regions may be unmapped already. */
-export async function run (model: Model, infer: InferRequest, delayMs: number): Promise<void> {
-  if (delayMs > 0) await sleep(delayMs)
+ * A client that left meanwhile gets no run: its regions may be unmapped already. A model that runs
+ * at once returns nothing to await: the model table then answers in the same turn. */
+export function run (model: Model, infer: InferRequest, delayMs: number): Promise<void> | void {
+  if (delayMs > 0) return sleep(delayMs).then(() => execute(model, infer))
+  return execute(model, infer)
+}
+
+function execute (model: Model, infer: InferRequest): Promise<void> | void {
   infer.throwIfAbandoned()
-  await model.execute?.(infer)
+  return model.execute?.(infer)
 }

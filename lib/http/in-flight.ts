@@ -8,6 +8,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { InFlightBudget, InFlightReservation } from '../../types/kserve'
+import { onReplyClose } from './reply-close'
 
 const RESERVATION = Symbol('fastify-triton-shm: what this request holds in flight')
 
@@ -24,8 +25,7 @@ export function reservationOf (request: FastifyRequest, reply: FastifyReply, bud
   if (opened !== undefined) return opened
   const reservation = budget.open()
   raw[RESERVATION] = reservation
-  if (reply.raw.destroyed) reservation.release()
-  else reply.raw.once('close', () => reservation.release())
+  onReplyClose(reply, () => reservation.release())
   return reservation
 }
 

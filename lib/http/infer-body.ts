@@ -95,7 +95,9 @@ export function useInferBodyParser (app: FastifyInstance, options: InferBodyOpti
   const { bodyLimit, jsonLimit = DEFAULT_JSON_LIMIT, inFlight } = options
   app.addHook('preParsing', inferPayload({ bodyLimit: bodyLimit ?? app.initialConfig.bodyLimit as number, jsonLimit, inFlight }))
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit },
-    (request: FastifyRequest, body: Buffer, done: (error: Error | null, body?: InferBody) => void) =>
-      inferBodyParser(request, body, done, jsonLimit))
+  const parse = (request: FastifyRequest, body: Buffer, done: (error: Error | null, body?: InferBody) => void) =>
+    inferBodyParser(request, body, done, jsonLimit)
+  // The types clients send are named too: Fastify remembers the parser of a type it found by name,
+  // and parses the Content-Type header of every request that only the catch-all takes.
+  for (const type of ['application/json', 'application/octet-stream', '*']) app.addContentTypeParser(type, { parseAs: 'buffer', bodyLimit }, parse)
 }

@@ -13,6 +13,7 @@ import { watchOutput } from '../util/send-progress'
 import { InferBody } from './infer-body'
 import { HEADER_LENGTH_HEADER } from './infer-headers'
 import { reservationIn, reservationOf } from './in-flight'
+import { onReplyClose } from './reply-close'
 
 /** The body's JSON and binary section; no body at all is Triton's raw request of no bytes. */
 function bodyOf ({ body }: FastifyRequest): { header: InferRequestWire | undefined, binary: Buffer } {
@@ -53,16 +54,18 @@ export function tiedToReply (request: FastifyRequest, reply: FastifyReply, infer
   // A pipelined request's response waits behind the ones sent before it, and Node never closes a
   // waiting response when its connection goes: the socket's close ends the request too.
   const socket = request.raw.socket
-  let forgetSocket = () => {}
+  let forgetSocket: (() => void) | undefined
+  let closed = false
   const close = () => {
-    reply.raw.off('close', close)
-    forgetSocket()
+    if (closed) return
+    closed = true
+    forgetSocket?.()
     if (!reply.raw.writableFinished) infer.abandon()
     infer.release()
   }
-  reply.raw.once('close', close)
-  if (reply.raw.destroyed || socket.destroyed) close()
-  else forgetSocket = onSocketClose(socket, close)
+  onReplyClose(reply, close)
+  if (socket.destroyed) close()
+  else if (!closed) forgetSocket = onSocketClose(socket, close)
   return infer
 }
 
@@ -103,7 +106,7 @@ export function dropWhenStalled (reply: FastifyReply, ms: number): void {
     reply.log.warn({ sendTimeoutMs: ms }, 'the client read none of its response for the send timeout: connection dropped')
     reply.raw.destroy()
   })
-  reply.raw.once('close', stop)
+  onReplyClose(reply, stop)
 }
 
 const SOCKET_CLOSES = Symbol('fastify-triton-shm: infer requests ended by this socket\'s close')

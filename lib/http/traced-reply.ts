@@ -5,6 +5,7 @@
  */
 import type { FastifyReply } from 'fastify'
 import { FaceTrace } from '../models/face-trace'
+import { onReplyClose } from './reply-close'
 
 /** The face's part of the trace of the request `reply` answers, from its handler. */
 export function httpTrace (reply: FastifyReply): FaceTrace {
@@ -16,8 +17,6 @@ export function httpTrace (reply: FastifyReply): FaceTrace {
 export function traceReply (trace: FaceTrace, responded: boolean, reply: FastifyReply): void {
   if (!trace.traced) return
   trace.sending(responded)
-  // A response emits `close` once it is sent, or its client went away; one closed already is destroyed.
-  const raw = reply.raw
-  if (raw.destroyed) trace.sent()
-  else raw.once('close', () => trace.sent())
+  // A response closes once it is sent, or its client went away.
+  onReplyClose(reply, () => trace.sent())
 }

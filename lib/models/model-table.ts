@@ -411,11 +411,13 @@ export class ModelTable {
    * releases them when the HTTP reply ends; any other transport calls `infer.release()`).
    */
   async infer<Result> (name: string, version: string | undefined, call: InferCall<Result>): Promise<Result> {
-    const model = await this.#serving(name, version)
+    const serving = this.#serving(name, version)
+    const model = serving instanceof Promise ? await serving : serving
     if (model.declaration.decoupled === true) {
       throw errors.decoupledNotSupported(call.transport === 'grpc' ? 'ModelInfer RPC' : 'HTTP end point')
     }
-    return this.#run(model, call) as Promise<Result>
+    // Awaited: an async function that returns a promise resolves a turn of the queue later.
+    return await this.#run(model, call) as Result
   }
 
   /**
@@ -444,10 +446,11 @@ export class ModelTable {
 
   /** The version a request runs on. A model loading in this process (its hook runs, for a load
    * here or one just read from the store) is waited for, not refused. */
-  async #serving (name: string, version: string | undefined): Promise<ModelVersion> {
+  #serving (name: string, version: string | undefined): ModelVersion | Promise<ModelVersion> {
     this.#repository.sync()
     const loading = this.#repository.loadingOf(name)
-    if (loading !== undefined) await loading
+    // A promise only while the model loads: every request awaiting one would pay a turn of the queue.
+    if (loading !== undefined) return loading.then(() => this.#resolve(name, version))
     return this.#resolve(name, version)
   }
 
