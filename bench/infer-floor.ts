@@ -7,8 +7,10 @@
  * model run and the answer built (the hand-written route), the model table's route (version,
  * statistics, admission), and that route with every request traced to a trace file (Triton's
  * trace settings at rate 1: `traceCostRatio`). `simple` in JavaScript (`simple_js`), INT32
- * [1, 16], inputs and outputs in shared memory. Rungs run in alternating rounds, the order turned each round; the figure is
- * the server's CPU time per request, which does not depend on the load generator.
+ * [1, 16], inputs and outputs in shared memory. Rungs run in alternating rounds, the order turned
+ * each round; the figure is the server's CPU time per request, which does not depend on the load
+ * generator, and the ratios are the medians of the rounds' own: on a shared host the speed of the
+ * whole machine drifts by tens of percent over a minute, and moves the rungs of one round together.
  *
  * Alone: `npx tsx bench/infer-floor.ts [--quick] [--cpu-prof]` (profiles to bench/results/profiles/).
  */
@@ -19,6 +21,7 @@ import { runLoad } from './load'
 import type { ServerProcess } from './server-process'
 import { FLOOR_MODEL, floorRoute, HAND_INFER_ROUTE } from './server-protocol'
 import { jsonRegion, SimpleShm } from './simple-shm'
+import { median } from './stats'
 
 export interface InferFloorPlan { rounds: number, secondsPerRun: number, connections: number }
 
@@ -42,9 +45,13 @@ export interface InferFloorResult {
   secondsPerRun: number
   /** Server CPU per request (µs) and requests per second, by rung. */
   steps: Record<FloorStep, { cpuMicrosPerRequest: number, requestsPerSecond: number }>
-  /** The table's CPU per request / the bare route's. */
+  /** The table's CPU per request / the bare route's: the median of the rounds' own ratios (a
+   * host whose speed drifts moves the rungs of one round together, seconds apart). */
   cpuRatio: number
-  /** The table's CPU per request with every request traced to a file / with tracing off. */
+  /** The same ratio of all rounds' CPU and requests together. */
+  totalCpuRatio: number
+  /** The table's CPU per request with every request traced to a file / with tracing off (median
+   * of the rounds' own). */
   traceCostRatio: number
 }
 
@@ -89,11 +96,15 @@ export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPl
     progress(`infer floor: warming up ${FLOOR_STEPS.length} routes (${plan.connections} connections)`)
     for (const step of [...FLOOR_STEPS, ...FLOOR_STEPS]) await run(step, Math.min(1, plan.secondsPerRun))
     const totals = new Map(FLOOR_STEPS.map((step) => [step, { requests: 0, seconds: 0, cpuMicros: 0 }]))
+    const rounds: Array<Map<FloorStep, number>> = []
     for (let round = 0; round < plan.rounds; round++) {
+      const perRequest = new Map<FloorStep, number>()
+      rounds.push(perRequest)
       // Each round starts at another rung, so drift over a round does not always favour one.
       const order = FLOOR_STEPS.map((_, index) => FLOOR_STEPS[(index + round) % FLOOR_STEPS.length])
       for (const step of order) {
         const { requests, seconds, cpuMicros } = await run(step, plan.secondsPerRun)
+        perRequest.set(step, cpuMicros / requests)
         const total = totals.get(step) as { requests: number, seconds: number, cpuMicros: number }
         total.requests += requests
         total.seconds += seconds
@@ -111,8 +122,9 @@ export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPl
       rounds: plan.rounds,
       secondsPerRun: plan.secondsPerRun,
       steps,
-      cpuRatio: steps.table.cpuMicrosPerRequest / steps.bare.cpuMicrosPerRequest,
-      traceCostRatio: steps.traced.cpuMicrosPerRequest / steps.table.cpuMicrosPerRequest
+      cpuRatio: median(rounds.map((round) => (round.get('table') as number) / (round.get('bare') as number))),
+      totalCpuRatio: steps.table.cpuMicrosPerRequest / steps.bare.cpuMicrosPerRequest,
+      traceCostRatio: median(rounds.map((round) => (round.get('traced') as number) / (round.get('table') as number)))
     }
   } finally {
     await client.unregisterSystemSharedMemory().catch(() => {})
@@ -129,14 +141,14 @@ export function inferFloorTable (result: InferFloorResult): string {
     FLOOR_STEPS.map((step, index) => [FLOOR_STEP_LABELS[step], `${num(steps[step].cpuMicrosPerRequest)} µs`,
       index === 0 ? '' : `${num(steps[step].cpuMicrosPerRequest - steps[FLOOR_STEPS[index - 1]].cpuMicrosPerRequest)} µs`,
       ratio(steps[step].cpuMicrosPerRequest / bare), num(steps[step].requestsPerSecond)]),
-    [`inferFloorCpuRatio (server CPU per request, the table's route / the bare route): ${ratio(result.cpuRatio)}`,
-      `traceCostRatio (the table's route, every request traced to a trace file / tracing off): ${ratio(result.traceCostRatio)}`,
+    [`inferFloorCpuRatio (server CPU per request, the table's route / the bare route), median of the rounds: ${ratio(result.cpuRatio)} (all rounds together: ${ratio(result.totalCpuRatio)})`,
+      `traceCostRatio (the table's route, every request traced to a trace file / tracing off), median of the rounds: ${ratio(result.traceCostRatio)}`,
       `A ${result.requestBytes}-byte JSON request, a ${result.answerBytes}-byte answer; ${result.rounds} rounds of ${result.secondsPerRun} s per route, the order turned each round.`])
 }
 
 if (require.main === module) {
   runAlone(async (server, quick) => {
-    const plan: InferFloorPlan = quick ? { rounds: 2, secondsPerRun: 1.5, connections: 4 } : { rounds: 5, secondsPerRun: 3, connections: 4 }
+    const plan: InferFloorPlan = quick ? { rounds: 3, secondsPerRun: 1, connections: 4 } : { rounds: 11, secondsPerRun: 1.5, connections: 4 }
     const result = await inferFloorSuite(server, plan)
     process.stdout.write(inferFloorTable(result) + '\n')
     process.stdout.write(JSON.stringify({ inferFloorCpuRatio: result.cpuRatio, traceCostRatio: result.traceCostRatio }) + '\n')

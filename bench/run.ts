@@ -73,7 +73,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     sharedStatistics: { rounds: 6, secondsPerRun: 1.5, connections: 4, pipelining: 4, warmupRequests: 4000 },
     grpc: { tensorBytes: 4 * MiB, rounds: 2, secondsPerRun: 1, connections: 2 },
     grpcStream: { rounds: 2, secondsPerRun: 1 },
-    inferFloor: { rounds: 2, secondsPerRun: 1.5, connections: 4 },
+    inferFloor: { rounds: 3, secondsPerRun: 1, connections: 4 },
     workers: { rounds: 2, secondsPerRun: 1.5, connections: 16, pipelining: 4, warmupRequests: 3000 }
   },
   full: {
@@ -91,7 +91,7 @@ const PLANS: Record<Plan['mode'], Plan> = {
     sharedStatistics: { rounds: 8, secondsPerRun: 4, connections: 4, pipelining: 4, warmupRequests: 10000 },
     grpc: { tensorBytes: 4 * MiB, rounds: 4, secondsPerRun: 3, connections: 2 },
     grpcStream: { rounds: 4, secondsPerRun: 3 },
-    inferFloor: { rounds: 5, secondsPerRun: 3, connections: 4 },
+    inferFloor: { rounds: 11, secondsPerRun: 1.5, connections: 4 },
     workers: { rounds: 4, secondsPerRun: 3, connections: 16, pipelining: 4, warmupRequests: 10000 }
   }
 }
