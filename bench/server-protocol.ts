@@ -23,7 +23,7 @@ export const HAND_INFER_ROUTE = '/bench/hand/models/:model/infer'
 /** The infer floor's model (bench/infer-floor.ts): Triton's `simple` in JavaScript. */
 export const FLOOR_MODEL = 'simple_js'
 
-/** A step of the infer floor's ladder (bench/server.ts's floorRoutes). */
+/** A step of the infer floor's ladder (bench/floor-routes.ts). */
 export type FloorStep = 'bare' | 'body' | 'read'
 
 export const floorRoute = (step: FloorStep) => `/bench/floor/${step}/models/:model/infer`

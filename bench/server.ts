@@ -23,13 +23,13 @@ import net from 'node:net'
 import { once } from 'node:events'
 import path from 'node:path'
 import v8 from 'node:v8'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { runPrimary, workerCount } from '../example/cluster'
-import { loadModels, type Model, run, sumAndDifference } from '../example/models'
+import { loadModels, sumAndDifference } from '../example/models'
 import { buildServer } from '../example/server'
-import { inferResponse, kserveErrorHandler, readInferRequest, useInferBodyParser } from '../lib/index'
+import { floorRoutes, handInferRoute } from './floor-routes'
 import { startTransportFloor } from './transport-floor'
-import { type ChildMessage, FLOOR_MODEL, floorRoute, HAND_INFER_ROUTE, type ParentMessage, type ServerStats } from './server-protocol'
+import { type ChildMessage, FLOOR_MODEL, type ParentMessage, type ServerStats } from './server-protocol'
 
 function stats (): ServerStats {
   const usage = process.resourceUsage()
@@ -51,31 +51,6 @@ function runBenchPrimary (workers: number): void {
   process.on('message', (message: ParentMessage) => { if (message.type === 'stop') stop() })
   process.on('disconnect', stop)
   runPrimary(workers)
-}
-
-/**
- * The infer floor's ladder, each rung one step of the package's infer path more than the last, all
- * answering the same bytes (`answer`, the model table's answer for FLOOR_MODEL):
- *   bare: Fastify parses the body as JSON (its own parser);
- *   body: the package's infer body parser (`useInferBodyParser`) instead;
- *   read: and `readInferRequest` (the request's checks, its regions found and leased);
- *   hand (HAND_INFER_ROUTE): and the model run, its outputs written, the answer built (`inferResponse`);
- * the model table's own route (`/v2/models/<m>/infer`) adds the table: version, statistics,
- * admission.
- */
-async function floorRoutes (app: FastifyInstance, models: Map<string, Model>, answer: () => Buffer): Promise<void> {
-  const send = (reply: FastifyReply) => reply.header('content-type', 'application/json').send(answer())
-  app.post(floorRoute('bare'), (_request, reply) => { send(reply) })
-  await app.register(async (scope) => {
-    useInferBodyParser(scope, { bodyLimit: 1024 ** 3 })
-    scope.setErrorHandler(kserveErrorHandler)
-    scope.post(floorRoute('body'), (_request, reply) => { send(reply) })
-    scope.post(floorRoute('read'), (request: FastifyRequest<{ Params: { model: string } }>, reply: FastifyReply) => {
-      const { signature } = models.get(request.params.model) as Model
-      readInferRequest(request, reply, { registry: app.systemSharedMemory, model: signature, modelVersion: signature.versions?.[0] })
-      send(reply)
-    })
-  })
 }
 
 /** Runs a scavenge (`--expose-gc`); the new space's bytes in use after it, null without the flag. */
@@ -123,20 +98,7 @@ async function main () {
   // so Fastify adds no charset to the Content-Type, as the status route's hook adds none).
   app.get('/bench/bare', (_request, reply) => { reply.header('content-type', 'application/json').send(barePayload) })
   app.get('/bench/rss', async () => stats())
-  // The model table's infer route without the table: the same path parameter, reading, run and response.
-  await app.register(async (hand) => {
-    useInferBodyParser(hand, { bodyLimit: 1024 ** 3 })
-    hand.setErrorHandler(kserveErrorHandler)
-    hand.post(HAND_INFER_ROUTE, async (request: FastifyRequest<{ Params: { model: string } }>, reply: FastifyReply) => {
-      const model = models.get(request.params.model)
-      if (model === undefined) return reply.code(404).send({ error: 'unknown model' })
-      // The version the table would name: the example's models have one.
-      const infer = readInferRequest(request, reply, { registry: app.systemSharedMemory, model: model.signature, modelVersion: model.signature.versions?.[0] })
-      await run(model, infer, 0)
-      return inferResponse(infer, reply)
-    })
-  })
-
+  await handInferRoute(app, models)
   await floorRoutes(app, models, () => barePayload)
 
   const send = (message: ChildMessage) => process.send?.(message)

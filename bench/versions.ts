@@ -14,10 +14,8 @@
  * `--grpc`, its gRPC listener too, and the load is unary ModelInfer calls from lean node:http2
  * clients (bench/lean-clients.ts), one per connection (the regions registered over HTTP).
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { type ChildProcess, spawn } from 'node:child_process'
 import net from 'node:net'
-import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { KServeClient } from '../lib/index'
@@ -25,6 +23,7 @@ import { num, progress, ratio, table } from './format'
 import { type LeanClient, modelInferClient } from './lean-clients'
 import { runLoad } from './load'
 import { processTreeCpuMicros } from './process-tree-cpu'
+import { checkout } from './revision-checkout'
 import { buildServer } from './server-build'
 import { grpcRegion, jsonRegion, SimpleShm } from './simple-shm'
 
@@ -33,23 +32,6 @@ const CONNECTIONS = 4
 const READY_TIMEOUT_MS = 60_000
 
 interface Version { label: string, server: ChildProcess, url: string, grpcAddress?: string }
-
-/** A checkout of `revision` in a temporary worktree, its addon built; removed at exit. */
-function checkout (revision: string): string {
-  const directory = mkdtempSync(path.join(os.tmpdir(), 'fastify-triton-shm-version-'))
-  execFileSync('git', ['-C', ROOT, 'worktree', 'add', '--detach', directory, revision], { stdio: 'ignore' })
-  process.on('exit', () => {
-    try {
-      execFileSync('git', ['-C', ROOT, 'worktree', 'remove', '--force', directory], { stdio: 'ignore' })
-    } finally {
-      rmSync(directory, { recursive: true, force: true })
-    }
-  })
-  const nodedir = process.env.npm_config_nodedir ?? path.resolve(process.execPath, '../..')
-  execFileSync(process.execPath, [require.resolve('node-gyp/bin/node-gyp.js'), 'rebuild', `--nodedir=${nodedir}`],
-    { cwd: directory, stdio: ['ignore', 'ignore', 'pipe'] })
-  return directory
-}
 
 async function freePort (): Promise<number> {
   const server = net.createServer().listen(0, '127.0.0.1')

@@ -1,0 +1,64 @@
+/**
+ * The child of bench/infer-instructions.ts: the example service with the infer floor's ladder
+ * (bench/floor-routes.ts), `simple_js`'s regions registered, and one rung requested through
+ * `app.inject` (no sockets: what is counted is the process's own work). It warms the rung up,
+ * collects the garbage, serves `INJECT_REQUESTS` more requests, and collects their garbage too,
+ * so that two runs differing only in that count differ by those requests' whole cost.
+ *   INJECT_RUNG=bare|body|read|hand|table INJECT_WARM=1500 INJECT_REQUESTS=1000 node --expose-gc ...
+ */
+import { buildServer } from '../example/server'
+import { type Model, sumAndDifference } from '../example/models'
+import { floorRoutes, handInferRoute } from './floor-routes'
+import { FLOOR_MODEL, floorRoute, HAND_INFER_ROUTE } from './server-protocol'
+import { jsonRegion, SimpleShm } from './simple-shm'
+
+export const INJECT_RUNGS = ['bare', 'body', 'read', 'hand', 'table'] as const
+export type InjectRung = typeof INJECT_RUNGS[number]
+
+const pathOf = (rung: InjectRung) => {
+  if (rung === 'table') return `/v2/models/${FLOOR_MODEL}/infer`
+  return (rung === 'hand' ? HAND_INFER_ROUTE : floorRoute(rung)).replace(':model', FLOOR_MODEL)
+}
+
+async function main () {
+  const rung = process.env.INJECT_RUNG as InjectRung
+  if (!INJECT_RUNGS.includes(rung)) throw new Error(`INJECT_RUNG must be one of ${INJECT_RUNGS.join(', ')}`)
+  const collect = (globalThis as { gc?: () => void }).gc
+  if (collect === undefined) throw new Error('run with --expose-gc')
+  const models = new Map<string, Model>([[FLOOR_MODEL, sumAndDifference(FLOOR_MODEL, 'INT32', [-1, 16], 8)]])
+  const app = await buildServer({ models, fastify: { logger: false } })
+  let answer: Buffer = Buffer.alloc(0)
+  await handInferRoute(app, models)
+  await floorRoutes(app, models, () => answer)
+  const simple = new SimpleShm(`inject${process.pid}`)
+  try {
+    for (const [name, object] of [[simple.regions.in, simple.input], [simple.regions.out, simple.output]] as const) {
+      const registered = await app.inject({ method: 'POST', url: `/v2/systemsharedmemory/region/${name}/register`, payload: { key: object.key, offset: 0, byte_size: object.byteSize } })
+      if (registered.statusCode !== 200) throw new Error(`register: ${registered.body}`)
+    }
+    const request = { method: 'POST' as const, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(simple.wire(jsonRegion)) }
+    const table = await app.inject({ ...request, url: pathOf('table') })
+    if (table.statusCode !== 200 || !simple.answered()) throw new Error(`the table answers ${table.body}`)
+    answer = table.rawPayload
+    const serve = async (count: number) => {
+      for (let index = 0; index < count; index++) {
+        const served = await app.inject({ ...request, url: pathOf(rung) })
+        if (served.statusCode !== 200 || served.body !== table.body) throw new Error(`${rung} answers ${served.statusCode} ${served.body}`)
+      }
+    }
+    await serve(Number(process.env.INJECT_WARM ?? 1500))
+    collect()
+    await serve(Number(process.env.INJECT_REQUESTS ?? 1000))
+    collect()
+  } finally {
+    await app.close()
+    simple.dispose()
+  }
+}
+
+if (require.main === module) {
+  main().catch((error) => {
+    console.error(error)
+    process.exit(1)
+  })
+}
