@@ -4,8 +4,8 @@
  * percent within a minute, so a timed bench cannot see a change of a few percent; instructions
  * executed do not depend on the machine's load. Each rung (bench/floor-routes.ts) is served
  * through `app.inject` by bench/inject-ladder.ts, twice: 1,000 requests more in one run than in
- * the other, each after the same warm-up and ending with a full collection, so the difference is
- * those requests' whole cost, their garbage's collection included. V8 runs predictably
+ * the other, each after the same warm-up (5,000 requests) and ending with a full collection, so
+ * the difference is those requests' whole cost, their garbage's collection included. V8 runs predictably
  * (`--predictable`: one thread, fixed seeds); two identical runs agree within about 1%. No
  * sockets: the kernel's part, which the timed floor (bench/infer-floor.ts) includes, is not here.
  *

@@ -1,10 +1,11 @@
 /**
  * The child of bench/infer-instructions.ts: the example service with the infer floor's ladder
  * (bench/floor-routes.ts), `simple_js`'s regions registered, and one rung requested through
- * `app.inject` (no sockets: what is counted is the process's own work). It warms the rung up,
- * collects the garbage, serves `INJECT_REQUESTS` more requests, and collects their garbage too,
+ * `app.inject` (no sockets: what is counted is the process's own work). It warms the rung up
+ * (V8 is still optimizing the path after 1,500 requests, and all but done after 4,500), collects
+ * the garbage, serves `INJECT_REQUESTS` more requests, and collects their garbage too,
  * so that two runs differing only in that count differ by those requests' whole cost.
- *   INJECT_RUNG=bare|body|read|hand|table INJECT_WARM=1500 INJECT_REQUESTS=1000 node --expose-gc ...
+ *   INJECT_RUNG=bare|body|read|hand|table INJECT_WARM=5000 INJECT_REQUESTS=1000 node --expose-gc ...
  */
 import { buildServer } from '../example/server'
 import { type Model, sumAndDifference } from '../example/models'
@@ -46,7 +47,7 @@ async function main () {
         if (served.statusCode !== 200 || served.body !== table.body) throw new Error(`${rung} answers ${served.statusCode} ${served.body}`)
       }
     }
-    await serve(Number(process.env.INJECT_WARM ?? 1500))
+    await serve(Number(process.env.INJECT_WARM ?? 5000))
     collect()
     await serve(Number(process.env.INJECT_REQUESTS ?? 1000))
     collect()
