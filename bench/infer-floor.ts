@@ -19,7 +19,7 @@ import { runAlone } from './alone'
 import { num, progress, ratio, table } from './format'
 import { runLoad } from './load'
 import type { ServerProcess } from './server-process'
-import { FLOOR_MODEL, floorRoute, HAND_INFER_ROUTE } from './server-protocol'
+import { FLOOR_MODEL, floorPath } from './server-protocol'
 import { jsonRegion, SimpleShm } from './simple-shm'
 import { median } from './stats'
 
@@ -55,11 +55,6 @@ export interface InferFloorResult {
   traceCostRatio: number
 }
 
-const pathOf = (step: FloorStep) => {
-  if (step === 'table' || step === 'traced') return `/v2/models/${FLOOR_MODEL}/infer`
-  return (step === 'hand' ? HAND_INFER_ROUTE : floorRoute(step)).replace(':model', FLOOR_MODEL)
-}
-
 export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPlan): Promise<InferFloorResult> {
   const client = new KServeClient(server.url)
   const simple = new SimpleShm('floor')
@@ -78,17 +73,17 @@ export async function inferFloorSuite (server: ServerProcess, plan: InferFloorPl
   }
   try {
     await simple.register(client)
-    const answer = await post(pathOf('table'))
+    const answer = await post(floorPath('table'))
     if (!answer.startsWith('200 ') || !simple.answered()) throw new Error(`the table answers ${answer}`)
     await server.setBarePayload(answer.slice(4))
     for (const step of FLOOR_STEPS) {
-      const answered = await post(pathOf(step))
+      const answered = await post(floorPath(step))
       if (answered !== answer) throw new Error(`${step} answers ${answered}, not the table's ${answer}`)
     }
     const run = async (step: FloorStep, seconds: number) => {
       if (step === 'traced') await tracing(true)
       const before = await server.stats()
-      const load = await runLoad({ url: server.url, requests: [{ method: 'POST', path: pathOf(step), headers, body }], connections: plan.connections, durationSeconds: seconds })
+      const load = await runLoad({ url: server.url, requests: [{ method: 'POST', path: floorPath(step), headers, body }], connections: plan.connections, durationSeconds: seconds })
       const after = await server.stats()
       if (step === 'traced') await tracing(false)
       return { requests: load.completed, seconds: load.seconds, cpuMicros: after.cpuMicros - before.cpuMicros }

@@ -10,16 +10,11 @@
 import { buildServer } from '../example/server'
 import { type Model, sumAndDifference } from '../example/models'
 import { floorRoutes, handInferRoute } from './floor-routes'
-import { FLOOR_MODEL, floorRoute, HAND_INFER_ROUTE } from './server-protocol'
+import { FLOOR_MODEL, floorPath } from './server-protocol'
 import { jsonRegion, SimpleShm } from './simple-shm'
 
 export const INJECT_RUNGS = ['bare', 'body', 'read', 'hand', 'table'] as const
 export type InjectRung = typeof INJECT_RUNGS[number]
-
-const pathOf = (rung: InjectRung) => {
-  if (rung === 'table') return `/v2/models/${FLOOR_MODEL}/infer`
-  return (rung === 'hand' ? HAND_INFER_ROUTE : floorRoute(rung)).replace(':model', FLOOR_MODEL)
-}
 
 async function main () {
   const rung = process.env.INJECT_RUNG as InjectRung
@@ -38,12 +33,12 @@ async function main () {
       if (registered.statusCode !== 200) throw new Error(`register: ${registered.body}`)
     }
     const request = { method: 'POST' as const, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(simple.wire(jsonRegion)) }
-    const table = await app.inject({ ...request, url: pathOf('table') })
+    const table = await app.inject({ ...request, url: floorPath('table') })
     if (table.statusCode !== 200 || !simple.answered()) throw new Error(`the table answers ${table.body}`)
     answer = table.rawPayload
     const serve = async (count: number) => {
       for (let index = 0; index < count; index++) {
-        const served = await app.inject({ ...request, url: pathOf(rung) })
+        const served = await app.inject({ ...request, url: floorPath(rung) })
         if (served.statusCode !== 200 || served.body !== table.body) throw new Error(`${rung} answers ${served.statusCode} ${served.body}`)
       }
     }

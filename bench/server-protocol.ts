@@ -27,3 +27,10 @@ export const FLOOR_MODEL = 'simple_js'
 export type FloorStep = 'bare' | 'body' | 'read'
 
 export const floorRoute = (step: FloorStep) => `/bench/floor/${step}/models/:model/infer`
+
+/** The path a rung of the ladder serves FLOOR_MODEL at: the model table's own route for `table`
+ * (and `traced`, the same route with tracing on). */
+export function floorPath (rung: 'bare' | 'body' | 'read' | 'hand' | 'table' | 'traced'): string {
+  if (rung === 'table' || rung === 'traced') return `/v2/models/${FLOOR_MODEL}/infer`
+  return (rung === 'hand' ? HAND_INFER_ROUTE : floorRoute(rung)).replace(':model', FLOOR_MODEL)
+}
