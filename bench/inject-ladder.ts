@@ -2,10 +2,13 @@
  * The child of bench/infer-instructions.ts: the example service with the infer floor's ladder
  * (bench/floor-routes.ts), `simple_js`'s regions registered, and one rung requested through
  * `app.inject` (no sockets: what is counted is the process's own work). It warms the rung up
- * (V8 is still optimizing the path after 1,500 requests, and all but done after 4,500), collects
- * the garbage, serves `INJECT_REQUESTS` more requests, and collects their garbage too,
- * so that two runs differing only in that count differ by those requests' whole cost.
- *   INJECT_RUNG=bare|body|read|hand|table INJECT_WARM=5000 INJECT_REQUESTS=1000 node --expose-gc ...
+ * (V8 is still optimizing the path after 1,500 requests, and all but done after 4,500), serves
+ * `INJECT_REQUESTS` more requests, and collects their garbage, so that two runs differing only in
+ * that count differ by those requests' whole cost. No collection between the warm-up and the
+ * requests counted: a full one there lets the maps the warm-up's code was compiled for die, V8
+ * throws that code away (its `weak objects` deoptimizations), and the counted requests would pay
+ * for compiling it again (a third to a half of their instructions).
+ *   INJECT_RUNG=bare|body|read|hand|table INJECT_WARM=5000 INJECT_REQUESTS=4000 node --expose-gc ...
  */
 import { buildServer } from '../example/server'
 import { type Model, sumAndDifference } from '../example/models'
@@ -43,8 +46,7 @@ async function main () {
       }
     }
     await serve(Number(process.env.INJECT_WARM ?? 5000))
-    collect()
-    await serve(Number(process.env.INJECT_REQUESTS ?? 1000))
+    await serve(Number(process.env.INJECT_REQUESTS ?? 4000))
     collect()
   } finally {
     await app.close()
