@@ -12,7 +12,10 @@
  * agrees within about 2%; compare revisions there. No sockets: the kernel's part, which the
  * timed floor (bench/infer-floor.ts) includes, is not here.
  *
- *   npx tsx bench/infer-instructions.ts [--revision <rev>] [--rungs bare,table] [--requests 4000]
+ *   npx tsx bench/infer-instructions.ts [--revision <rev>] [--rungs bare,table] [--requests 4000] [--functions]
+ *
+ * `--functions`: also what each step adds by function, V8's generated code named by the
+ * JavaScript it was compiled from (node's `--perf-basic-prof` map, bench/callgrind-functions.ts).
  *
  * With a revision, that revision's package and example run this checkout's harness, side by side
  * with this checkout. Needs valgrind (`apt-get install valgrind`); several minutes per rung.
@@ -24,6 +27,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { num, progress, ratio, table } from './format'
 import { INJECT_RUNGS, type InjectRung } from './inject-ladder'
+import { functionInstructions, perfMapOf, perfMapPath } from './callgrind-functions'
 import { checkout } from './revision-checkout'
 import { buildServer } from './server-build'
 
@@ -34,53 +38,77 @@ const HARNESS = ['inject-ladder.ts', 'floor-routes.ts', 'server-protocol.ts', 's
 
 const run = promisify(execFile)
 
-/** What one run executed: all of it, and the part in V8's garbage collector. */
+/** What one run executed: all of it, the part in V8's garbage collector, and (`--functions`)
+ * each function's. */
 interface Counted {
   instructions: number
   collector: number
+  functions?: Map<string, number>
 }
 
 /** V8's collector by its C++ names (scavenges, marking, sweeping, evacuation, their visitors).
  * Its schedule follows the clock as well as the allocations (V8's memory reducer), so it differs
  * with the machine's load: whether a full collection falls inside the counted requests moves the
  * total by up to a fifth, where the rest agrees within about 2% run to run. */
-const COLLECTOR = /Scaveng|Marking|MarkCompact|MarkBit|Sweep|Evacuat|Pretenuring|RememberedSet|SlotSet|BodyDescriptor|LiveObject|FreeList|heap::base|Heap::|HeapObject::SizeFromMap|RecordMigrated|WhiteToGrey|StringTableCleaner|RelocIterator|GCTracer/
+const COLLECTOR = /Scaveng|Marking|MarkCompact|MarkBit|Sweep|Evacuat|Pretenuring|RememberedSet|SlotSet|BodyDescriptor|LiveObject|FreeList|heap::base|Heap::|HeapObject::SizeFromMap|RecordMigrated|WhiteToGrey|StringTableCleaner|RelocIterator|GCTracer|NewSpace/
 
-/** The instructions of the functions `callgrind_annotate` lists that match COLLECTOR. */
-async function collectorInstructions (out: string): Promise<number> {
-  const { stdout } = await run('callgrind_annotate', ['--inclusive=no', '--threshold=100', out], { maxBuffer: 256 * 1024 ** 2 })
-  let sum = 0
-  for (const line of stdout.split('\n')) {
-    const row = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$/.exec(line)
-    if (row !== null && COLLECTOR.test(row[2])) sum += Number(row[1].replaceAll(',', ''))
-  }
-  return sum
-}
+/** V8's generated code is never the collector, whatever its JavaScript is named. */
+const isCollector = (name: string) => !name.startsWith('JS:') && COLLECTOR.test(name)
 
-/** What the compiled harness executes serving `requests` requests of `rung` after its warm-up. */
-async function counted (harness: string, rung: InjectRung, requests: number): Promise<Counted> {
+const sumOf = (costs: Map<string, number>, of: (name: string) => boolean) =>
+  [...costs].reduce((sum, [name, cost]) => of(name) ? sum + cost : sum, 0)
+
+/** What the compiled harness executes serving `requests` requests of `rung` after its warm-up;
+ * `byFunction`: each function's part too, V8's generated code named by node's perf map. */
+async function counted (harness: string, rung: InjectRung, requests: number, byFunction: boolean): Promise<Counted> {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'fastify-triton-shm-callgrind-'))
+  const out = path.join(directory, 'callgrind.out')
   try {
-    const out = path.join(directory, 'callgrind.out')
-    await run('valgrind', ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, process.execPath, ...NODE_FLAGS, harness], {
+    const nodeFlags = byFunction ? [...NODE_FLAGS, '--perf-basic-prof'] : NODE_FLAGS
+    await run('valgrind', ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, process.execPath, ...nodeFlags, harness], {
       env: { ...process.env, NODE_ENV: 'production', INJECT_RUNG: rung, INJECT_REQUESTS: String(requests) },
       maxBuffer: 64 * 1024 ** 2
     })
     const totals = /^(?:summary|totals): (\d+)/m.exec(readFileSync(out, 'utf8'))
     if (totals === null) throw new Error('callgrind wrote no totals')
-    return { instructions: Number(totals[1]), collector: await collectorInstructions(out) }
+    const functions = await functionInstructions(out, byFunction ? perfMapOf(out) : undefined)
+    return { instructions: Number(totals[1]), collector: sumOf(functions, isCollector), ...(byFunction && { functions }) }
   } finally {
+    const perfMap = byFunction ? perfMapPath(out) : undefined
+    if (perfMap !== undefined) rmSync(perfMap, { force: true })
     rmSync(directory, { recursive: true, force: true })
   }
 }
 
 /** Per request of `rung`: the two runs side by side (one per core). */
-async function perRequest (harness: string, rung: InjectRung, requests: number): Promise<Counted> {
-  const [without, withRequests] = await Promise.all([counted(harness, rung, 0), counted(harness, rung, requests)])
+async function perRequest (harness: string, rung: InjectRung, requests: number, byFunction: boolean): Promise<Counted> {
+  const [without, withRequests] = await Promise.all([counted(harness, rung, 0, byFunction), counted(harness, rung, requests, byFunction)])
   return {
     instructions: (withRequests.instructions - without.instructions) / requests,
-    collector: (withRequests.collector - without.collector) / requests
+    collector: (withRequests.collector - without.collector) / requests,
+    ...(withRequests.functions !== undefined && { functions: added(without.functions ?? new Map(), withRequests.functions, requests) })
   }
+}
+
+/** What each function executed more in `after` than in `before`, divided by `count`. */
+function added (before: Map<string, number>, after: Map<string, number>, count = 1): Map<string, number> {
+  const names = new Set([...before.keys(), ...after.keys()])
+  return new Map([...names].map((name) => [name, ((after.get(name) ?? 0) - (before.get(name) ?? 0)) / count]))
+}
+
+/** The functions outside the collector that add most from one rung to the next. */
+function stepFunctions (step: string, before: Map<string, number>, after: Map<string, number>): string {
+  const most = [...added(before, after)].filter(([name]) => !isCollector(name)).sort((a, b) => b[1] - a[1]).slice(0, FUNCTIONS_SHOWN)
+  return table(`What ${step} adds, by function (outside the collector), instructions per request`, ['function', 'adds'],
+    most.map(([name, instructions]) => [shortName(name), num(instructions)]))
+}
+
+const FUNCTIONS_SHOWN = 15
+
+/** A function's name without the build directory, at most 100 characters. */
+function shortName (name: string): string {
+  const short = name.replace(/ \S*?\/(lib|bench|example|node_modules)\//, ' $1/')
+  return short.length > 100 ? `${short.slice(0, 99)}…` : short
 }
 
 function harnessOf (root: string): string {
@@ -101,6 +129,7 @@ async function main () {
   }
   const revision = option('--revision')
   const requests = Number(option('--requests') ?? 4000)
+  const byFunction = args.includes('--functions')
   if (!(Number.isInteger(requests) && requests > 0)) throw new Error('--requests must be a positive integer')
   const versions = [{ label: 'this checkout', harness: harnessOf(ROOT) }]
   if (revision !== undefined) versions.push({ label: revision, harness: harnessOf(checkout(revision)) })
@@ -108,7 +137,7 @@ async function main () {
   for (const rung of rungs) {
     for (const { label, harness } of versions) {
       progress(`${label}: ${rung}, under valgrind`)
-      counts.get(label)?.set(rung, await perRequest(harness, rung, requests))
+      counts.get(label)?.set(rung, await perRequest(harness, rung, requests, byFunction))
     }
   }
   const outside = ({ instructions, collector }: Counted) => instructions - collector
@@ -121,6 +150,11 @@ async function main () {
         index === 0 ? '' : num(outside(of(rung)) - outside(of(rungs[index - 1]))),
         bare === undefined ? '' : ratio(outside(of(rung)) / bare)]),
       ['Steps and ratios outside the collector: where a full collection falls (the clock has a part in it) moves the whole by up to a fifth.']) + '\n')
+    if (!byFunction) continue
+    for (let index = 1; index < rungs.length; index++) {
+      process.stdout.write(stepFunctions(`${rungs[index]} (${label})`, of(rungs[index - 1]).functions as Map<string, number>,
+        of(rungs[index]).functions as Map<string, number>) + '\n')
+    }
   }
   if (revision !== undefined) {
     const ratioOf = (rung: InjectRung, count: (counted: Counted) => number) =>
