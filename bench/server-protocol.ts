@@ -23,10 +23,11 @@ export const HAND_INFER_ROUTE = '/bench/hand/models/:model/infer'
 /** The infer floor's model (bench/infer-floor.ts): Triton's `simple` in JavaScript. */
 export const FLOOR_MODEL = 'simple_js'
 
-/** A step of the infer floor's ladder (bench/floor-routes.ts). */
-export type FloorStep = 'bare' | 'body' | 'read'
+/** A rung of the infer floor's ladder that bench/floor-routes.ts serves on a route of its own
+ * (the ladder's every step: `FloorStep` in bench/infer-floor.ts). */
+export type FloorRouteStep = 'bare' | 'body' | 'read'
 
-export const floorRoute = (step: FloorStep) => `/bench/floor/${step}/models/:model/infer`
+export const floorRoute = (step: FloorRouteStep) => `/bench/floor/${step}/models/:model/infer`
 
 /** The path a rung of the ladder serves FLOOR_MODEL at: the model table's own route for `table`
  * (and `traced`, the same route with tracing on). */
