@@ -1,11 +1,10 @@
 /**
  * A callgrind profile of node as instructions per function: each native function by its name, and
  * each piece of V8's generated code by the JavaScript function it was compiled from, read from the
- * map node writes with `--perf-basic-prof` (`/tmp/perf-<pid>.map`: start, size and name of every
- * piece of code, in the order made; a later piece may take an earlier one's addresses).
+ * map node writes with `--perf-basic-prof` (`perfMapFile`: start, size and name of every piece of
+ * code, in the order made; a later piece may take an earlier one's addresses).
  */
 import { execFile } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
 import { promisify } from 'node:util'
 
 const run = promisify(execFile)
@@ -66,24 +65,14 @@ export async function functionInstructions (out: string, perfMap?: PerfMap): Pro
   for (const line of stdout.split('\n')) {
     const row = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?:\?\?\?:)?(.*?)(?: \[[^\]]*\])?$/.exec(line)
     if (row === null || row[2] === 'PROGRAM TOTALS') continue
-    const address = /^0x([0-9a-f]+)/.exec(row[2])
-    const name = address === null ? row[2] : perfMap?.nameOf(Number.parseInt(address[1], 16)) ?? row[2]
+    // `'2`: callgrind's mark of a recursive call's cost, the same function.
+    const listed = row[2].replace(/'\d+$/, '')
+    const address = /^0x([0-9a-f]+)/.exec(listed)
+    const name = address === null ? listed : perfMap?.nameOf(Number.parseInt(address[1], 16)) ?? listed
     costs.set(name, (costs.get(name) ?? 0) + Number(row[1].replaceAll(',', '')))
   }
   return costs
 }
 
-/** Where node wrote its perf map for the profile `out` (its pid is in the profile's header), if
- * the profile is there to say. */
-export function perfMapPath (out: string): string | undefined {
-  if (!existsSync(out)) return undefined
-  const pid = /^pid: (\d+)/m.exec(readFileSync(out, 'utf8'))
-  return pid === null ? undefined : `/tmp/perf-${pid[1]}.map`
-}
-
-/** The perf map node wrote for the profile `out`. */
-export function perfMapOf (out: string): PerfMap {
-  const file = perfMapPath(out)
-  if (file === undefined) throw new Error('callgrind wrote no pid')
-  return new PerfMap(readFileSync(file, 'utf8'))
-}
+/** Where node with `--perf-basic-prof` writes the map of the process `pid`. */
+export const perfMapFile = (pid: number): string => `/tmp/perf-${pid}.map`

@@ -19,14 +19,11 @@ import { runAlone } from './alone'
 import { num, progress, ratio, table } from './format'
 import { runLoad } from './load'
 import type { ServerProcess } from './server-process'
-import { FLOOR_MODEL, floorPath } from './server-protocol'
+import { FLOOR_MODEL, FLOOR_STEPS, floorPath, type FloorStep } from './server-protocol'
 import { jsonRegion, SimpleShm } from './simple-shm'
 import { median } from './stats'
 
 export interface InferFloorPlan { rounds: number, secondsPerRun: number, connections: number }
-
-export const FLOOR_STEPS = ['bare', 'body', 'read', 'hand', 'table', 'traced'] as const
-export type FloorStep = typeof FLOOR_STEPS[number]
 
 export const FLOOR_STEP_LABELS: Record<FloorStep, string> = {
   bare: 'bare Fastify route: its JSON parser, the answer\'s bytes',

@@ -27,7 +27,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { num, progress, ratio, table } from './format'
 import { INJECT_RUNGS, type InjectRung } from './inject-ladder'
-import { functionInstructions, perfMapOf, perfMapPath } from './callgrind-functions'
+import { functionInstructions, PerfMap, perfMapFile } from './callgrind-functions'
 import { checkout } from './revision-checkout'
 import { buildServer } from './server-build'
 
@@ -63,18 +63,20 @@ const sumOf = (costs: Map<string, number>, of: (name: string) => boolean) =>
 async function counted (harness: string, rung: InjectRung, requests: number, byFunction: boolean): Promise<Counted> {
   const directory = mkdtempSync(path.join(os.tmpdir(), 'fastify-triton-shm-callgrind-'))
   const out = path.join(directory, 'callgrind.out')
+  const nodeFlags = byFunction ? [...NODE_FLAGS, '--perf-basic-prof'] : NODE_FLAGS
+  const counting = run('valgrind', ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, process.execPath, ...nodeFlags, harness], {
+    env: { ...process.env, NODE_ENV: 'production', INJECT_RUNG: rung, INJECT_REQUESTS: String(requests) },
+    maxBuffer: 64 * 1024 ** 2
+  })
+  // Valgrind runs node in its own process: node's perf map is named by valgrind's pid.
+  const perfMap = byFunction && counting.child.pid !== undefined ? perfMapFile(counting.child.pid) : undefined
   try {
-    const nodeFlags = byFunction ? [...NODE_FLAGS, '--perf-basic-prof'] : NODE_FLAGS
-    await run('valgrind', ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, process.execPath, ...nodeFlags, harness], {
-      env: { ...process.env, NODE_ENV: 'production', INJECT_RUNG: rung, INJECT_REQUESTS: String(requests) },
-      maxBuffer: 64 * 1024 ** 2
-    })
+    await counting
     const totals = /^(?:summary|totals): (\d+)/m.exec(readFileSync(out, 'utf8'))
     if (totals === null) throw new Error('callgrind wrote no totals')
-    const functions = await functionInstructions(out, byFunction ? perfMapOf(out) : undefined)
+    const functions = await functionInstructions(out, perfMap === undefined ? undefined : new PerfMap(readFileSync(perfMap, 'utf8')))
     return { instructions: Number(totals[1]), collector: sumOf(functions, isCollector), ...(byFunction && { functions }) }
   } finally {
-    const perfMap = byFunction ? perfMapPath(out) : undefined
     if (perfMap !== undefined) rmSync(perfMap, { force: true })
     rmSync(directory, { recursive: true, force: true })
   }

@@ -13,11 +13,12 @@
 import { buildServer } from '../example/server'
 import { type Model, sumAndDifference } from '../example/models'
 import { floorRoutes, handInferRoute } from './floor-routes'
-import { FLOOR_MODEL, floorPath } from './server-protocol'
+import { FLOOR_MODEL, FLOOR_STEPS, floorPath, type FloorStep } from './server-protocol'
 import { jsonRegion, SimpleShm } from './simple-shm'
 
-export const INJECT_RUNGS = ['bare', 'body', 'read', 'hand', 'table'] as const
-export type InjectRung = typeof INJECT_RUNGS[number]
+/** The ladder's steps but `traced`: tracing writes a file, where this counts the process's work. */
+export type InjectRung = Exclude<FloorStep, 'traced'>
+export const INJECT_RUNGS = FLOOR_STEPS.filter((step): step is InjectRung => step !== 'traced')
 
 async function main () {
   const rung = process.env.INJECT_RUNG as InjectRung

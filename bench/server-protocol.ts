@@ -23,15 +23,19 @@ export const HAND_INFER_ROUTE = '/bench/hand/models/:model/infer'
 /** The infer floor's model (bench/infer-floor.ts): Triton's `simple` in JavaScript. */
 export const FLOOR_MODEL = 'simple_js'
 
-/** A rung of the infer floor's ladder that bench/floor-routes.ts serves on a route of its own
- * (the ladder's every step: `FloorStep` in bench/infer-floor.ts). */
-export type FloorRouteStep = 'bare' | 'body' | 'read'
+/** The infer floor's ladder (bench/floor-routes.ts), each step one more part of the infer path;
+ * `traced` is the table's route with tracing on. */
+export const FLOOR_STEPS = ['bare', 'body', 'read', 'hand', 'table', 'traced'] as const
+export type FloorStep = typeof FLOOR_STEPS[number]
+
+/** The steps bench/floor-routes.ts serves on a route of their own. */
+export type FloorRouteStep = Extract<FloorStep, 'bare' | 'body' | 'read'>
 
 export const floorRoute = (step: FloorRouteStep) => `/bench/floor/${step}/models/:model/infer`
 
 /** The path a rung of the ladder serves FLOOR_MODEL at: the model table's own route for `table`
  * (and `traced`, the same route with tracing on). */
-export function floorPath (rung: 'bare' | 'body' | 'read' | 'hand' | 'table' | 'traced'): string {
-  if (rung === 'table' || rung === 'traced') return `/v2/models/${FLOOR_MODEL}/infer`
-  return (rung === 'hand' ? HAND_INFER_ROUTE : floorRoute(rung)).replace(':model', FLOOR_MODEL)
+export function floorPath (step: FloorStep): string {
+  if (step === 'table' || step === 'traced') return `/v2/models/${FLOOR_MODEL}/infer`
+  return (step === 'hand' ? HAND_INFER_ROUTE : floorRoute(step)).replace(':model', FLOOR_MODEL)
 }
